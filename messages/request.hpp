@@ -1,0 +1,96 @@
+// Messages between the frontend and the scheduler: completion requests, streamed tokens,
+// results, failures, and admin evictions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ordo {
+
+// frontend → scheduler: one validated completion request (prompt already tokenized).
+struct completion_request {
+  uint64_t request_id = 0;
+  std::vector<int32_t> prompt;
+  int32_t max_tokens = 16;
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+  bool stream = false;
+  std::string cache_salt;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, completion_request& x) {
+  return f(x.request_id, x.prompt, x.max_tokens, x.temperature, x.seed, x.stream, x.cache_salt);
+}
+
+// scheduler → frontend: one sampled token of a streaming request, in order.
+struct completion_chunk {
+  uint64_t request_id = 0;
+  int32_t index = 0; // 0-based position among the completion tokens
+  int32_t token_id = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, completion_chunk& x) {
+  return f(x.request_id, x.index, x.token_id);
+}
+
+// scheduler → frontend: the finished request.
+struct completion_result {
+  uint64_t request_id = 0;
+  std::vector<int32_t> token_ids;
+  std::string finish_reason; // "stop" (EOS) | "length" (max_tokens)
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens whose KV was reused (all tiers)
+  int32_t resume_at = 0;      // prompt tokens not recomputed
+  int32_t from_hbm = 0;       // tokens of KV taken from each tier
+  int32_t from_cpu = 0;
+  int32_t from_store = 0;
+  std::string reason;         // why the resume point is where it is
+  uint64_t logits_digest = 0; // chain over every sampled position's logits
+  int32_t num_preemptions = 0;
+  double duration_ms = 0.0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, completion_result& x) {
+  return f(x.request_id, x.token_ids, x.finish_reason, x.prompt_tokens, x.cached_tokens,
+           x.resume_at, x.from_hbm, x.from_cpu, x.from_store, x.reason, x.logits_digest,
+           x.num_preemptions, x.duration_ms);
+}
+
+// scheduler → frontend: the request could not be served.
+struct completion_failed {
+  uint64_t request_id = 0;
+  std::string message;
+  std::string type; // OpenAI-style error type, e.g. "invalid_request_error"
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, completion_failed& x) {
+  return f(x.request_id, x.message, x.type);
+}
+
+// frontend → scheduler: drop every unreferenced cached block / checkpoint of `tier`.
+struct evict_request {
+  std::string tier; // "hbm"
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, evict_request& x) {
+  return f(x.tier);
+}
+
+// scheduler → frontend (reply to evict_request).
+struct evict_result {
+  std::string tier;
+  int32_t num_blocks = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, evict_result& x) {
+  return f(x.tier, x.num_blocks);
+}
+
+} // namespace ordo

@@ -1,0 +1,68 @@
+// The step protocol between the scheduler and the model runner (DESIGN §2.1).
+// Later issues append clears, loads, restores, checkpoint copies and saves to step_plan, in the
+// order §2.1 gives; the runner enforces that order with events.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "messages/common.hpp"
+
+namespace ordo {
+
+// One request's share of a forward.
+struct scheduled_request {
+  uint64_t request_id = 0;
+  int32_t state_slot = -1;            // recurrent-state slot, -1 for a model without state
+  bool reset_state = false;           // zero the slot before the first token (fresh start at 0)
+  int32_t first_position = 0;         // position of token_ids[0]
+  std::vector<int32_t> token_ids;     // tokens computed this step
+  std::vector<int32_t> block_table;   // every block the request holds, in order
+  bool sample = false;                // sample after the last token of this step
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduled_request& x) {
+  return f(x.request_id, x.state_slot, x.reset_state, x.first_position, x.token_ids,
+           x.block_table, x.sample, x.temperature, x.seed);
+}
+
+// scheduler → model_runner: one engine step. Sent only after the previous step's step_done.
+struct step_plan {
+  command_header header;
+  std::vector<scheduled_request> requests;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
+  return f(x.header, x.requests);
+}
+
+// One sampled token and the digest of the logits it was sampled from.
+struct sampled_token {
+  uint64_t request_id = 0;
+  int32_t position = 0;        // position of the row whose logits were sampled
+  int32_t token_id = 0;
+  uint64_t logits_digest = 0;  // xxh64 of the fp32 logits row
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampled_token& x) {
+  return f(x.request_id, x.position, x.token_id, x.logits_digest);
+}
+
+// model_runner → scheduler: the step with the same header has completed on the device.
+struct step_done {
+  command_header header;
+  std::vector<sampled_token> samples;
+  double device_ms = 0.0; // from enqueue to the completion callback
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_done& x) {
+  return f(x.header, x.samples, x.device_ms);
+}
+
+} // namespace ordo

@@ -1,0 +1,38 @@
+// The one CAF type-id block of ordo: every message struct an actor sends.
+#pragma once
+
+#include <caf/type_id.hpp>
+
+#include "messages/common.hpp"
+#include "messages/connector.hpp"
+#include "messages/pool.hpp"
+#include "messages/request.hpp"
+#include "messages/step.hpp"
+#include "messages/store.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(ordo, caf::first_custom_type_id)
+
+  CAF_ADD_TYPE_ID(ordo, (ordo::command_header))
+  CAF_ADD_TYPE_ID(ordo, (ordo::completion_request))
+  CAF_ADD_TYPE_ID(ordo, (ordo::completion_chunk))
+  CAF_ADD_TYPE_ID(ordo, (ordo::completion_result))
+  CAF_ADD_TYPE_ID(ordo, (ordo::completion_failed))
+  CAF_ADD_TYPE_ID(ordo, (ordo::evict_request))
+  CAF_ADD_TYPE_ID(ordo, (ordo::evict_result))
+  CAF_ADD_TYPE_ID(ordo, (ordo::scheduled_request))
+  CAF_ADD_TYPE_ID(ordo, (ordo::step_plan))
+  CAF_ADD_TYPE_ID(ordo, (ordo::sampled_token))
+  CAF_ADD_TYPE_ID(ordo, (ordo::step_done))
+  CAF_ADD_TYPE_ID(ordo, (ordo::block_commit))
+  CAF_ADD_TYPE_ID(ordo, (ordo::block_grow))
+  CAF_ADD_TYPE_ID(ordo, (ordo::pool_step))
+  CAF_ADD_TYPE_ID(ordo, (ordo::grow_result))
+  CAF_ADD_TYPE_ID(ordo, (ordo::pool_step_done))
+  CAF_ADD_TYPE_ID(ordo, (ordo::connector_lookup))
+  CAF_ADD_TYPE_ID(ordo, (ordo::connector_lookup_done))
+  CAF_ADD_TYPE_ID(ordo, (ordo::object_key))
+  CAF_ADD_TYPE_ID(ordo, (ordo::store_contains))
+  CAF_ADD_TYPE_ID(ordo, (ordo::store_contains_done))
+  CAF_ADD_TYPE_ID(ordo, (ordo::store_stats))
+
+CAF_END_TYPE_ID_BLOCK(ordo)

@@ -1,0 +1,57 @@
+// Node configuration: TOML file + `--set key=value` overrides, validated before serving (SPEC A1).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/model.hpp"
+
+namespace ordo {
+
+struct node_config {
+  // [model]
+  model_preset preset = model_preset::qsa_gdn_ple;
+  model_size size = model_size::tiny;
+  uint64_t model_seed = 0;
+  kv_dtype kv = kv_dtype::fp32;
+  // [device]
+  std::string device_kind = "cpu"; // cpu | hip
+  uint64_t chaos_seed = 0;         // 0 = off
+  // [cache]
+  int32_t block_size = 64;
+  int32_t chunk_size = 256;
+  int32_t num_blocks = 512;
+  int32_t checkpoint_interval = 256; // 0 none, -1 anchor only, >0 ladder
+  // [scheduler]
+  int32_t max_batch_tokens = 512;
+  int32_t max_num_seqs = 16;
+  // [kv_transfer]
+  std::string connector = "none";
+  // [server]
+  std::string host = "127.0.0.1";
+  int32_t port = 8000;
+  // [log]
+  std::string log_level = "info";
+};
+
+// One message naming the key, the bad value and what is allowed.
+struct config_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parses TOML text, applies each "key=value" override (dotted keys, e.g. "cache.block_size=16"),
+// then validates. Throws config_error on any unknown key, wrong type or value out of range.
+node_config parse_config(const std::string& toml_text, const std::vector<std::string>& overrides = {});
+node_config load_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Throws config_error when a field is out of range or fields disagree.
+void validate(const node_config& cfg);
+
+// Canonical one-line description (stable key order); the node logs it at startup.
+std::string describe(const node_config& cfg);
+
+model_options to_model_options(const node_config& cfg);
+
+} // namespace ordo
