@@ -74,23 +74,25 @@ typename Inspector::result_type inspect(Inspector& f, completion_failed& x) {
 
 // frontend → scheduler: drop every unreferenced cached block / checkpoint of `tier`.
 struct evict_request {
-  std::string tier; // "hbm"
+  uint64_t request_id = 0; // the HTTP request it answers
+  std::string tier;        // "hbm"
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, evict_request& x) {
-  return f(x.tier);
+  return f(x.request_id, x.tier);
 }
 
-// scheduler → frontend (reply to evict_request).
+// scheduler → frontend: the eviction of evict_request has been applied.
 struct evict_result {
+  uint64_t request_id = 0;
   std::string tier;
   int32_t num_blocks = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, evict_result& x) {
-  return f(x.tier, x.num_blocks);
+  return f(x.request_id, x.tier, x.num_blocks);
 }
 
 } // namespace ordo

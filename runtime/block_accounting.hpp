@@ -1,0 +1,67 @@
+// The block pool's core: page (block) allocation with refcounts, the HBM prefix index
+// (hash → block), LRU eviction of indexed blocks no request holds, and per-request block tables.
+// Pure data in, pure data out: the block_pool actor calls apply() once per pool_step.
+//
+// A block is in exactly one of three states:
+//   free    — no holder, not indexed            (on the free list)
+//   cached  — no holder, indexed under a hash   (on the LRU list, evictable)
+//   held    — refcount > 0, indexed or not
+// NOTE(share): a prefix hit takes held or cached blocks by hash and increments their refcount;
+// blocks are never copied.
+// NOTE(alloc): fresh blocks come from the free list first, then by evicting the least recently
+// released cached block.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "messages/pool.hpp"
+
+namespace ordo {
+
+class block_accounting {
+public:
+  explicit block_accounting(int32_t num_blocks);
+
+  // Applies releases, commits, eviction and grows in that order (messages/pool.hpp).
+  pool_step_done apply(const pool_step& step);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  int32_t num_cached() const { return static_cast<int32_t>(lru_.size()); }
+  int32_t num_held() const { return num_blocks() - num_free() - num_cached(); }
+  int32_t refcount(int32_t block) const { return blocks_[block].refs; }
+  const std::vector<int32_t>* table(uint64_t request_id) const;
+  // Length of the leading run of `hashes` present in the index.
+  int32_t match_length(const std::vector<uint64_t>& hashes) const;
+
+  // Checks every internal invariant; returns a description of the first violation or "".
+  std::string check_invariants() const;
+
+private:
+  struct block_state {
+    int32_t refs = 0;
+    bool indexed = false;
+    uint64_t hash = 0;
+    std::list<int32_t>::iterator lru_pos;
+  };
+
+  void release(uint64_t request_id);
+  void commit(const block_commit& c);
+  int32_t evict_all_cached();
+  grow_result grow(const block_grow& g);
+  void hold(int32_t block);
+  void unhold(int32_t block);
+  bool take_fresh(int32_t& block);
+
+  std::vector<block_state> blocks_;
+  std::list<int32_t> free_; // FIFO: the oldest freed block is reused first
+  std::list<int32_t> lru_;  // front = least recently released
+  std::unordered_map<uint64_t, int32_t> index_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> tables_;
+};
+
+} // namespace ordo

@@ -1,0 +1,385 @@
+#include "runtime/scheduling.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "runtime/prefix_hash.hpp"
+
+namespace ordo {
+
+namespace {
+
+enum class request_state : uint8_t { looking_up, waiting, running, finished };
+enum class loop_state : uint8_t { idle, awaiting_pool, awaiting_step };
+
+int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+} // namespace
+
+struct scheduling::impl {
+  struct request {
+    completion_request spec;
+    request_state state = request_state::looking_up;
+    std::vector<int32_t> tokens; // prompt, then every sampled token
+    std::vector<int32_t> generated;
+    std::vector<uint64_t> hashes; // full-block hashes of `tokens`, as far as computed
+    uint64_t root = 0;
+    int32_t num_computed = 0;       // tokens whose KV / state the device holds
+    int32_t num_committed_blocks = 0;
+    std::vector<int32_t> block_table;
+    int32_t state_slot = -1;
+    bool needs_reset = false;
+    bool admitted_once = false;
+    int32_t resume_at = 0;
+    int32_t from_hbm = 0;
+    int32_t cpu_tokens = 0; // what the connector said the host tier holds
+    int32_t store_tokens = 0;
+    std::string reason;
+    uint64_t digest = 0;
+    int32_t num_preemptions = 0;
+    double arrival_ms = 0;
+    uint64_t order = 0; // admission order, oldest first
+  };
+
+  scheduler_options opt;
+  std::map<uint64_t, request> requests;
+  std::deque<uint64_t> waiting;     // FIFO; preempted requests go to the front
+  std::vector<uint64_t> running;    // admission order
+  std::vector<uint64_t> to_release; // given back in the next pool step
+  std::vector<evict_request> evicts_pending;
+  std::vector<evict_request> evicts_in_flight;
+  std::vector<int32_t> free_slots;
+  scheduler_outbox outbox;
+  scheduler_stats stats;
+  sequence_stamp pool_stamp;
+  sequence_stamp step_stamp;
+  loop_state loop = loop_state::idle;
+  pool_step pool_in_flight;
+  std::vector<uint64_t> step_requests; // requests of the step in flight, plan order
+  command_header step_in_flight;
+  uint64_t next_order = 0;
+
+  explicit impl(const scheduler_options& o) : opt(o), pool_stamp(o.epoch), step_stamp(o.epoch) {
+    stats.num_free_blocks = opt.num_blocks;
+    if (opt.has_recurrent_state)
+      for (int32_t s = opt.max_state_slots - 1; s >= 0; --s)
+        free_slots.push_back(s);
+  }
+
+  void fail(uint64_t id, std::string message) {
+    outbox.failures.push_back({id, std::move(message), "invalid_request_error"});
+    requests.erase(id);
+  }
+
+  // Full-block hashes are needed up to the tokens the device holds (commits) or the prompt.
+  void ensure_hashes(request& r, size_t num_tokens) {
+    extend_prefix_hashes(r.root, r.tokens, opt.block_size, num_tokens, r.hashes);
+  }
+
+  void commits_for(request& r, std::vector<block_commit>& out) {
+    int32_t full = r.num_computed / opt.block_size;
+    if (full <= r.num_committed_blocks)
+      return;
+    ensure_hashes(r, static_cast<size_t>(full) * opt.block_size);
+    for (int32_t b = r.num_committed_blocks; b < full; ++b)
+      out.push_back({r.spec.request_id, b, r.hashes[b]});
+    r.num_committed_blocks = full;
+  }
+
+  void preempt(request& r) {
+    // Recompute later from the prefix cache or from 0; tokens sampled so far stay sampled.
+    r.state = request_state::waiting;
+    r.num_computed = 0;
+    r.num_committed_blocks = 0;
+    r.block_table.clear();
+    release_slot(r);
+    ++r.num_preemptions;
+    ++stats.num_preemptions;
+    to_release.push_back(r.spec.request_id);
+    waiting.push_front(r.spec.request_id);
+  }
+
+  void release_slot(request& r) {
+    if (r.state_slot >= 0)
+      free_slots.push_back(r.state_slot);
+    r.state_slot = -1;
+  }
+
+  void finish(request& r, const std::string& finish_reason, double now_ms) {
+    r.state = request_state::finished;
+    release_slot(r);
+    to_release.push_back(r.spec.request_id);
+    completion_result res;
+    res.request_id = r.spec.request_id;
+    res.token_ids = r.generated;
+    res.finish_reason = finish_reason;
+    res.prompt_tokens = static_cast<int32_t>(r.spec.prompt.size());
+    res.cached_tokens = r.from_hbm;
+    res.resume_at = r.resume_at;
+    res.from_hbm = r.from_hbm;
+    res.reason = r.reason;
+    res.logits_digest = r.digest;
+    res.num_preemptions = r.num_preemptions;
+    res.duration_ms = now_ms - r.arrival_ms;
+    outbox.results.push_back(std::move(res));
+    ++stats.num_finished;
+    requests.erase(r.spec.request_id);
+  }
+
+  // Why a request resumes where it does, in words a user reads in `ordo.reason`.
+  std::string explain(const request& r, int32_t hit_blocks, int32_t max_hit_blocks) const {
+    if (opt.has_recurrent_state)
+      return "recurrent state is not checkpointed yet: a hybrid request resumes at 0";
+    if (max_hit_blocks == 0)
+      return "prompt shorter than one full block plus one token: nothing to reuse";
+    if (hit_blocks == max_hit_blocks)
+      return "hbm hit capped at floor_" + std::to_string(opt.block_size) +
+             "(P - 1): the last prompt token is always recomputed";
+    if (hit_blocks == 0)
+      return "no prefix block of this prompt is cached in hbm";
+    return "hbm holds the prefix up to token " + std::to_string(hit_blocks * opt.block_size) +
+           ": block " + std::to_string(hit_blocks) + " is not cached";
+  }
+};
+
+scheduling::scheduling(const scheduler_options& options) : impl_(std::make_unique<impl>(options)) {}
+scheduling::~scheduling() = default;
+
+void scheduling::add(const completion_request& spec, double now_ms) {
+  auto& d = *impl_;
+  ++d.stats.num_requests;
+  if (spec.prompt.empty())
+    return d.fail(spec.request_id, "prompt is empty");
+  if (d.requests.count(spec.request_id))
+    return d.fail(spec.request_id, "request id " + std::to_string(spec.request_id) + " is already in flight");
+  int32_t len = static_cast<int32_t>(spec.prompt.size()) + std::max(spec.max_tokens, 0);
+  if (ceil_div(len, d.opt.block_size) > d.opt.num_blocks)
+    return d.fail(spec.request_id, "prompt plus max_tokens needs " + std::to_string(ceil_div(len, d.opt.block_size)) +
+                                       " blocks but the pool has " + std::to_string(d.opt.num_blocks));
+  impl::request r;
+  r.spec = spec;
+  r.tokens = spec.prompt;
+  r.root = prefix_root(d.opt.namespace_id, spec.cache_salt);
+  r.arrival_ms = now_ms;
+  d.requests.emplace(spec.request_id, std::move(r));
+  d.outbox.lookups.push_back({spec.request_id, {}, static_cast<int32_t>(spec.prompt.size())});
+  auto& stored = d.requests.at(spec.request_id);
+  d.ensure_hashes(stored, stored.tokens.size());
+  d.outbox.lookups.back().hashes = stored.hashes;
+}
+
+void scheduling::on_lookup_done(const connector_lookup_done& done) {
+  auto& d = *impl_;
+  auto it = d.requests.find(done.request_id);
+  if (it == d.requests.end() || it->second.state != request_state::looking_up)
+    return;
+  it->second.cpu_tokens = done.cpu_tokens;
+  it->second.store_tokens = done.store_tokens;
+  it->second.state = request_state::waiting;
+  d.waiting.push_back(done.request_id);
+}
+
+void scheduling::request_evict(const evict_request& request) { impl_->evicts_pending.push_back(request); }
+
+bool scheduling::has_work() const {
+  const auto& d = *impl_;
+  return !d.running.empty() || !d.waiting.empty() || !d.evicts_pending.empty() || !d.to_release.empty();
+}
+
+bool scheduling::idle() const { return impl_->loop == loop_state::idle; }
+
+std::optional<pool_step> scheduling::next_pool_step() {
+  auto& d = *impl_;
+  if (d.loop != loop_state::idle || !has_work())
+    return std::nullopt;
+  pool_step step;
+  step.header = {d.pool_stamp.epoch(), d.pool_stamp.next()};
+  step.releases.swap(d.to_release);
+  step.evict_hbm = !d.evicts_pending.empty();
+  d.evicts_in_flight.swap(d.evicts_pending);
+  // Running requests first: each must hold a block for every token it computes next.
+  int32_t budget_blocks = d.stats.num_free_blocks + d.stats.num_cached_blocks;
+  for (auto id : d.running) {
+    auto& r = d.requests.at(id);
+    d.commits_for(r, step.commits);
+    int32_t want = ceil_div(static_cast<int32_t>(r.tokens.size()), d.opt.block_size);
+    if (want > static_cast<int32_t>(r.block_table.size())) {
+      step.grows.push_back({id, {}, 0, want});
+      budget_blocks -= want - static_cast<int32_t>(r.block_table.size());
+    }
+  }
+  // Then admissions, oldest first, while sequences, state slots and blocks (as of the last
+  // pool reply) last. A refusal is harmless: the pool answers it and the request waits.
+  int32_t seqs = static_cast<int32_t>(d.running.size());
+  int32_t slots = static_cast<int32_t>(d.free_slots.size());
+  for (auto id : d.waiting) {
+    if (seqs >= d.opt.max_num_seqs || (d.opt.has_recurrent_state && slots == 0))
+      break;
+    auto& r = d.requests.at(id);
+    int32_t want = ceil_div(static_cast<int32_t>(r.tokens.size()), d.opt.block_size);
+    if (want > budget_blocks)
+      break;
+    d.ensure_hashes(r, r.tokens.size());
+    block_grow g;
+    g.request_id = id;
+    g.total_blocks = want;
+    if (!d.opt.has_recurrent_state) {
+      // SPEC B2: never cover the last prompt token.
+      g.max_hit_blocks = (static_cast<int32_t>(r.tokens.size()) - 1) / d.opt.block_size;
+      g.hashes.assign(r.hashes.begin(), r.hashes.begin() + std::min<size_t>(r.hashes.size(), g.max_hit_blocks));
+    }
+    step.grows.push_back(std::move(g));
+    ++seqs;
+    --slots;
+    budget_blocks -= want;
+  }
+  d.pool_in_flight = step;
+  d.loop = loop_state::awaiting_pool;
+  return step;
+}
+
+std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& done) {
+  auto& d = *impl_;
+  if (d.loop != loop_state::awaiting_pool || !(done.header == d.pool_in_flight.header))
+    throw std::logic_error("pool_step_done (" + std::to_string(done.header.epoch) + ", " +
+                           std::to_string(done.header.seq) + ") does not answer the pool step in flight");
+  if (done.results.size() != d.pool_in_flight.grows.size())
+    throw std::logic_error("pool_step_done carries " + std::to_string(done.results.size()) + " results for " +
+                           std::to_string(d.pool_in_flight.grows.size()) + " grows");
+  d.stats.num_free_blocks = done.num_free;
+  d.stats.num_cached_blocks = done.num_cached;
+  for (auto& e : d.evicts_in_flight)
+    d.outbox.evictions.push_back({e.request_id, e.tier, done.num_evicted});
+  d.evicts_in_flight.clear();
+
+  bool admissions_blocked = false;
+  for (size_t i = 0; i < done.results.size(); ++i) {
+    const auto& res = done.results[i];
+    const auto& grow = d.pool_in_flight.grows[i];
+    auto& r = d.requests.at(res.request_id);
+    if (r.state == request_state::running) {
+      if (res.ok)
+        r.block_table = res.block_table;
+      else
+        d.preempt(r); // out of blocks: give them back, recompute later
+      continue;
+    }
+    // An admission.
+    if (!res.ok || admissions_blocked) {
+      if (res.ok) // admitted by the pool after an earlier refusal: keep FIFO order, give it back
+        d.to_release.push_back(res.request_id);
+      admissions_blocked = true;
+      continue;
+    }
+    d.waiting.erase(std::find(d.waiting.begin(), d.waiting.end(), res.request_id));
+    r.state = request_state::running;
+    r.order = d.next_order++;
+    r.block_table = res.block_table;
+    r.num_computed = res.num_hit_blocks * d.opt.block_size;
+    r.num_committed_blocks = res.num_hit_blocks;
+    if (d.opt.has_recurrent_state) {
+      r.state_slot = d.free_slots.back();
+      d.free_slots.pop_back();
+      r.needs_reset = true;
+    }
+    if (!r.admitted_once) {
+      r.admitted_once = true;
+      r.resume_at = r.num_computed;
+      r.from_hbm = r.num_computed;
+      r.reason = d.explain(r, res.num_hit_blocks, grow.max_hit_blocks);
+      d.stats.prompt_tokens += static_cast<int64_t>(r.spec.prompt.size());
+      d.stats.prompt_tokens_from_hbm += r.from_hbm;
+    }
+    d.running.push_back(res.request_id);
+  }
+  d.running.erase(std::remove_if(d.running.begin(), d.running.end(),
+                                 [&](uint64_t id) { return d.requests.at(id).state != request_state::running; }),
+                  d.running.end());
+
+  // Chunked prefill and decode under the token budget, oldest request first.
+  step_plan plan;
+  int32_t budget = d.opt.max_batch_tokens;
+  d.step_requests.clear();
+  for (auto id : d.running) {
+    if (budget == 0)
+      break;
+    auto& r = d.requests.at(id);
+    int32_t remaining = static_cast<int32_t>(r.tokens.size()) - r.num_computed;
+    int32_t n = std::min(remaining, budget);
+    if (n <= 0)
+      continue;
+    scheduled_request s;
+    s.request_id = id;
+    s.state_slot = r.state_slot;
+    s.reset_state = r.needs_reset;
+    s.first_position = r.num_computed;
+    s.token_ids.assign(r.tokens.begin() + r.num_computed, r.tokens.begin() + r.num_computed + n);
+    s.block_table = r.block_table;
+    s.sample = n == remaining;
+    s.temperature = r.spec.temperature;
+    s.seed = r.spec.seed;
+    r.needs_reset = false;
+    budget -= n;
+    plan.requests.push_back(std::move(s));
+    d.step_requests.push_back(id);
+  }
+  d.stats.num_waiting = static_cast<int32_t>(d.waiting.size());
+  d.stats.num_running = static_cast<int32_t>(d.running.size());
+  if (plan.requests.empty()) {
+    d.loop = loop_state::idle;
+    return std::nullopt;
+  }
+  plan.header = {d.step_stamp.epoch(), d.step_stamp.next()};
+  d.step_in_flight = plan.header;
+  d.loop = loop_state::awaiting_step;
+  // The device advances each request by its scheduled tokens once the step completes.
+  for (const auto& s : plan.requests) {
+    auto& r = d.requests.at(s.request_id);
+    r.num_computed += static_cast<int32_t>(s.token_ids.size());
+    if (s.first_position < static_cast<int32_t>(r.spec.prompt.size()))
+      d.stats.prompt_tokens_computed +=
+          std::min<int32_t>(static_cast<int32_t>(r.spec.prompt.size()), r.num_computed) - s.first_position;
+  }
+  return plan;
+}
+
+void scheduling::on_step_done(const step_done& done, double now_ms) {
+  auto& d = *impl_;
+  if (d.loop != loop_state::awaiting_step || !(done.header == d.step_in_flight))
+    throw std::logic_error("step_done (" + std::to_string(done.header.epoch) + ", " +
+                           std::to_string(done.header.seq) + ") does not answer the step in flight");
+  ++d.stats.num_steps;
+  d.loop = loop_state::idle;
+  for (const auto& s : done.samples) {
+    auto it = d.requests.find(s.request_id);
+    if (it == d.requests.end())
+      continue;
+    auto& r = it->second;
+    r.digest = chain_digest(r.digest, s.logits_digest);
+    ++d.stats.generation_tokens;
+    if (s.token_id == d.opt.eos_id) {
+      d.finish(r, "stop", now_ms);
+      continue;
+    }
+    r.tokens.push_back(s.token_id);
+    r.generated.push_back(s.token_id);
+    if (r.spec.stream)
+      d.outbox.chunks.push_back({r.spec.request_id, static_cast<int32_t>(r.generated.size()) - 1, s.token_id});
+    if (static_cast<int32_t>(r.generated.size()) >= r.spec.max_tokens)
+      d.finish(r, "length", now_ms);
+  }
+  d.running.erase(std::remove_if(d.running.begin(), d.running.end(),
+                                 [&](uint64_t id) { return d.requests.count(id) == 0; }),
+                  d.running.end());
+  d.stats.num_running = static_cast<int32_t>(d.running.size());
+}
+
+scheduler_outbox scheduling::take_outbox() {
+  scheduler_outbox out;
+  std::swap(out, impl_->outbox);
+  return out;
+}
+
+const scheduler_stats& scheduling::stats() const { return impl_->stats; }
+
+} // namespace ordo

@@ -1,0 +1,102 @@
+// The scheduler's core: request state machine, continuous batching, chunked prefill under a
+// per-step token budget, decode, admission control and preemption, HBM prefix reuse.
+// Pure: the scheduler actor feeds it events and sends what it puts in the outbox.
+//
+// Request states:
+//   looking_up ──connector_lookup_done──► waiting ──grow ok──► running ──EOS/max_tokens──► finished
+//                                            ▲                    │
+//                                            └──── preempted ◄────┘ (a decode grow was refused)
+// Engine loop (one command of each kind in flight at most):
+//   idle ──next_pool_step()──► awaiting_pool ──on_pool_step_done()──► awaiting_step ──on_step_done()──► idle
+//                                     └──(nothing to run)──► idle
+// NOTE(order): a step_plan is built only from the pool_step_done of the same loop turn, and the
+// next pool_step only after the step's step_done, so blocks are committed, released and reused
+// strictly after the forward that wrote them has completed.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "messages/connector.hpp"
+#include "messages/pool.hpp"
+#include "messages/request.hpp"
+#include "messages/step.hpp"
+#include "runtime/sequence_check.hpp"
+
+namespace ordo {
+
+struct scheduler_options {
+  int32_t block_size = 16;
+  int32_t num_blocks = 512;
+  int32_t max_batch_tokens = 512;
+  int32_t max_num_seqs = 16;
+  int32_t max_state_slots = 16; // used when has_recurrent_state
+  bool has_recurrent_state = false;
+  int32_t eos_id = 257;
+  uint64_t namespace_id = 0;
+  uint64_t epoch = 1;
+};
+
+// Commands and replies produced by one call into the core, for the actor to send.
+struct scheduler_outbox {
+  std::vector<connector_lookup> lookups;
+  std::vector<completion_chunk> chunks;
+  std::vector<completion_result> results;
+  std::vector<completion_failed> failures;
+  std::vector<evict_result> evictions;
+  bool empty() const {
+    return lookups.empty() && chunks.empty() && results.empty() && failures.empty() && evictions.empty();
+  }
+};
+
+struct scheduler_stats {
+  int64_t num_requests = 0;
+  int64_t num_finished = 0;
+  int64_t num_preemptions = 0;
+  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens_from_hbm = 0; // prompt tokens whose KV was reused from HBM
+  int64_t prompt_tokens_computed = 0;
+  int64_t generation_tokens = 0;
+  int64_t num_steps = 0;
+  int32_t num_waiting = 0;
+  int32_t num_running = 0;
+  int32_t num_free_blocks = 0;
+  int32_t num_cached_blocks = 0;
+};
+
+class scheduling {
+public:
+  explicit scheduling(const scheduler_options& options);
+  ~scheduling();
+
+  // A new request (frontend). Asks the connector first; the request waits for its answer.
+  void add(const completion_request& request, double now_ms);
+  void on_lookup_done(const connector_lookup_done& done);
+  // Evict every unreferenced HBM block in the next pool step; answered in the outbox.
+  void request_evict(const evict_request& request);
+
+  // When idle and there is anything to do, the next pool step (the loop turns to awaiting_pool).
+  std::optional<pool_step> next_pool_step();
+  // The step to run, or nothing (the loop turns back to idle). Throws std::logic_error on a
+  // reply that does not answer the pool step in flight.
+  std::optional<step_plan> on_pool_step_done(const pool_step_done& done);
+  // Applies sampled tokens, finishes requests. Throws std::logic_error on a reply that does not
+  // answer the step in flight.
+  void on_step_done(const step_done& done, double now_ms);
+
+  scheduler_outbox take_outbox();
+  bool idle() const;
+  bool has_work() const;
+  const scheduler_stats& stats() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace ordo

@@ -1,0 +1,120 @@
+#include <catch.hpp>
+
+#include "runtime/block_accounting.hpp"
+
+using namespace ordo;
+
+namespace {
+
+uint64_t seq = 0;
+
+pool_step step_with(std::vector<block_grow> grows, std::vector<uint64_t> releases = {},
+                    std::vector<block_commit> commits = {}, bool evict = false) {
+  pool_step s;
+  s.header = {1, ++seq};
+  s.grows = std::move(grows);
+  s.releases = std::move(releases);
+  s.commits = std::move(commits);
+  s.evict_hbm = evict;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("block accounting: a new request gets fresh blocks, all or nothing") {
+  block_accounting pool(8);
+  auto done = pool.apply(step_with({{1, {}, 0, 5}}));
+  REQUIRE(done.results.size() == 1);
+  CHECK(done.results[0].ok);
+  CHECK(done.results[0].block_table.size() == 5);
+  CHECK(done.num_free == 3);
+  auto refused = pool.apply(step_with({{2, {}, 0, 4}}));
+  CHECK_FALSE(refused.results[0].ok);
+  CHECK(refused.results[0].block_table.empty());
+  CHECK(pool.num_free() == 3);
+  CHECK(pool.check_invariants().empty());
+}
+
+TEST_CASE("block accounting: committed blocks are shared by a later request with the same hashes") {
+  block_accounting pool(8);
+  pool.apply(step_with({{1, {}, 0, 3}}));
+  auto t1 = *pool.table(1);
+  pool.apply(step_with({}, {}, {{1, 0, 0xa}, {1, 1, 0xb}}));
+  auto hit = pool.apply(step_with({{2, {0xa, 0xb, 0xc}, 2, 3}}));
+  REQUIRE(hit.results[0].ok);
+  CHECK(hit.results[0].num_hit_blocks == 2);
+  CHECK(hit.results[0].block_table[0] == t1[0]);
+  CHECK(hit.results[0].block_table[1] == t1[1]);
+  CHECK(hit.results[0].block_table[2] != t1[2]);
+  CHECK(pool.refcount(t1[0]) == 2);
+  // max_hit_blocks caps the hit (SPEC B2: never the last prompt token).
+  auto capped = pool.apply(step_with({{3, {0xa, 0xb}, 1, 2}}));
+  CHECK(capped.results[0].num_hit_blocks == 1);
+  CHECK(pool.check_invariants().empty());
+}
+
+TEST_CASE("block accounting: released indexed blocks are cached, evicted LRU first and by evict_hbm") {
+  block_accounting pool(4);
+  pool.apply(step_with({{1, {}, 0, 2}}));
+  pool.apply(step_with({}, {}, {{1, 0, 0x1}, {1, 1, 0x2}}));
+  pool.apply(step_with({{2, {}, 0, 2}}));
+  pool.apply(step_with({}, {}, {{2, 0, 0x3}}));
+  auto done = pool.apply(step_with({}, {1, 2}));
+  CHECK(done.num_cached == 3);
+  CHECK(done.num_free == 1);
+  // Two fresh blocks: the free one, then the least recently released cached block (hash 0x1).
+  pool.apply(step_with({{3, {}, 0, 2}}));
+  CHECK(pool.match_length({0x1}) == 0);
+  CHECK(pool.match_length({0x2}) == 0); // chain broken at its root
+  CHECK(pool.num_cached() == 2);
+  auto evicted = pool.apply(step_with({}, {}, {}, true));
+  CHECK(evicted.num_evicted == 2);
+  CHECK(pool.num_cached() == 0);
+  CHECK(pool.check_invariants().empty());
+}
+
+TEST_CASE("block accounting: a refused grow of a new request gives its hits back") {
+  block_accounting pool(3);
+  pool.apply(step_with({{1, {}, 0, 1}}));
+  pool.apply(step_with({}, {}, {{1, 0, 0x9}}));
+  pool.apply(step_with({}, {1}));
+  CHECK(pool.num_cached() == 1);
+  auto refused = pool.apply(step_with({{2, {0x9}, 1, 5}}));
+  CHECK_FALSE(refused.results[0].ok);
+  CHECK(pool.num_cached() == 1);
+  CHECK(pool.match_length({0x9}) == 1);
+  CHECK(pool.check_invariants().empty());
+}
+
+TEST_CASE("block accounting: random operations keep every invariant") {
+  block_accounting pool(32);
+  uint64_t rng = 12345;
+  auto next = [&] { rng = rng * 6364136223846793005ULL + 1442695040888963407ULL; return rng >> 33; };
+  std::vector<uint64_t> live;
+  for (int i = 0; i < 2000; ++i) {
+    auto op = next() % 4;
+    if (op == 0 || live.empty()) {
+      uint64_t id = 1000 + i;
+      std::vector<uint64_t> hashes;
+      for (int k = 0; k < 4; ++k)
+        hashes.push_back(next() % 3 + k * 10);
+      auto d = pool.apply(step_with({{id, hashes, static_cast<int32_t>(next() % 4), static_cast<int32_t>(1 + next() % 6)}}));
+      if (d.results[0].ok)
+        live.push_back(id);
+    } else if (op == 1) {
+      auto id = live[next() % live.size()];
+      pool.apply(step_with({}, {}, {{id, 0, next() % 3}}));
+    } else if (op == 2) {
+      auto idx = next() % live.size();
+      pool.apply(step_with({}, {live[idx]}));
+      live.erase(live.begin() + static_cast<long>(idx));
+    } else {
+      auto id = live[next() % live.size()];
+      auto cur = static_cast<int32_t>(pool.table(id)->size());
+      pool.apply(step_with({{id, {}, 0, cur + 1}}));
+    }
+    auto why = pool.check_invariants();
+    INFO("step " << i);
+    REQUIRE(why.empty());
+  }
+}
