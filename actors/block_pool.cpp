@@ -1,0 +1,44 @@
+#include "actors/block_pool.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "runtime/block_accounting.hpp"
+#include "runtime/sequence_check.hpp"
+
+namespace ordo {
+
+namespace {
+
+struct block_pool_state {
+  std::unique_ptr<block_accounting> core;
+  sequence_check order;
+  static inline const char* name = "block_pool";
+};
+
+block_pool_actor::behavior_type block_pool(block_pool_actor::stateful_pointer<block_pool_state> self,
+                                          int32_t num_blocks) {
+  self->state.core = std::make_unique<block_accounting>(num_blocks);
+  return {
+    [=](const pool_step& step) -> caf::result<pool_step_done> {
+      auto why = self->state.order.accept(step.header.epoch, step.header.seq);
+      if (!why.empty()) {
+        spdlog::error("block_pool: refused pool_step: {}", why);
+        return caf::make_error(caf::sec::invalid_argument, why);
+      }
+      auto done = self->state.core->apply(step);
+      spdlog::debug("block_pool: step ({}, {}): {} releases, {} commits, {} grows, evicted {}, free {}, cached {}",
+                    step.header.epoch, step.header.seq, step.releases.size(), step.commits.size(),
+                    step.grows.size(), done.num_evicted, done.num_free, done.num_cached);
+      return done;
+    },
+  };
+}
+
+} // namespace
+
+block_pool_actor spawn_block_pool(caf::actor_system& sys, int32_t num_blocks) {
+  return sys.spawn(block_pool, num_blocks);
+}
+
+} // namespace ordo

@@ -1,0 +1,154 @@
+#include "actors/node.hpp"
+
+#include <atomic>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/block_pool.hpp"
+#include "actors/connector.hpp"
+#include "actors/frontend.hpp"
+#include "actors/http_server.hpp"
+#include "actors/model_runner.hpp"
+#include "actors/scheduler.hpp"
+#include "actors/store.hpp"
+#include "runtime/node_metrics.hpp"
+#include "runtime/prefix_hash.hpp"
+
+namespace ordo {
+
+uint64_t namespace_of(const node_config& c) {
+  std::string canonical = std::string("ordo-namespace-v1") + ";preset=" + to_string(c.preset) +
+                          ";size=" + to_string(c.size) + ";seed=" + std::to_string(c.model_seed) +
+                          ";kv_dtype=" + to_string(c.kv) + ";block=" + std::to_string(c.block_size) +
+                          ";chunk=" + std::to_string(c.chunk_size) + ";tp=1";
+  return digest_of(canonical);
+}
+
+namespace {
+
+caf::actor_system_config make_actor_config() {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::ordo>();
+  cfg.set("scheduler.max-threads", 2);
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  return cfg;
+}
+
+} // namespace
+
+struct node::impl {
+  node_config cfg;
+  node_hooks hooks;
+  caf::actor_system_config actor_cfg = make_actor_config();
+  std::unique_ptr<caf::actor_system> sys;
+  std::shared_ptr<http_bridge> bridge = std::make_shared<http_bridge>();
+  std::shared_ptr<std::atomic<bool>> draining = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<http_server> http;
+  std::vector<caf::actor> actors;
+  node_metrics_ptr metrics;
+  int port = 0;
+  bool stopped = false;
+
+  impl(node_config c, node_hooks h) : cfg(std::move(c)), hooks(h) {}
+};
+
+node::node(node_config config, node_hooks hooks) : impl_(std::make_unique<impl>(std::move(config), hooks)) {}
+
+node::~node() { drain_and_stop(std::chrono::milliseconds(0)); }
+
+int node::port() const { return impl_->port; }
+const node_config& node::config() const { return impl_->cfg; }
+
+int node::start() {
+  auto& d = *impl_;
+  validate(d.cfg);
+  auto model_opts = to_model_options(d.cfg);
+  cpu_device_options dev_opts;
+  dev_opts.chaos_seed = d.cfg.chaos_seed;
+  std::shared_ptr<device> dev = make_cpu_device(dev_opts);
+  auto mdl = std::make_shared<model>(model_opts, *dev);
+  const auto& geo = mdl->geometry();
+  uint64_t ns = namespace_of(d.cfg);
+  spdlog::info("ordo node: {} | device {} | namespace {:016x}", describe(d.cfg), dev->name(), ns);
+
+  d.metrics = make_node_metrics(d.cfg);
+  d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);
+  auto& sys = *d.sys;
+  auto store = spawn_store(sys);
+  auto connector = spawn_connector(sys, d.cfg.connector, store);
+  auto pool = spawn_block_pool(sys, d.cfg.num_blocks);
+  step_executor_options exec_opts;
+  exec_opts.max_batch_tokens = d.cfg.max_batch_tokens;
+  exec_opts.max_num_seqs = d.cfg.max_num_seqs;
+  exec_opts.test_drop_upload_edge = d.hooks.test_drop_upload_edge;
+  auto runner = spawn_model_runner(sys, dev, mdl, exec_opts);
+
+  scheduler_options sched_opts;
+  sched_opts.block_size = d.cfg.block_size;
+  sched_opts.num_blocks = d.cfg.num_blocks;
+  sched_opts.max_batch_tokens = d.cfg.max_batch_tokens;
+  sched_opts.max_num_seqs = d.cfg.max_num_seqs;
+  sched_opts.max_state_slots = model_opts.max_state_slots;
+  sched_opts.has_recurrent_state = geo.has_recurrent_state;
+  sched_opts.eos_id = geo.eos_id;
+  sched_opts.namespace_id = ns;
+  auto metrics = d.metrics;
+  auto scheduler = spawn_scheduler(sys, sched_opts, {pool, runner, connector},
+                                   [metrics](const scheduler_stats& s, const completion_result* r) {
+                                     metrics->observe(s, r);
+                                   });
+
+  frontend_options fe_opts;
+  fe_opts.model_name = std::string("ordo-") + to_string(d.cfg.preset) + "-" + to_string(d.cfg.size);
+  fe_opts.limits.max_context = geo.max_context;
+  fe_opts.limits.vocab_size = geo.vocab_size;
+  fe_opts.render_metrics = [metrics] { return metrics->render(); };
+  fe_opts.on_error = [metrics](int status) { metrics->count_error(status); };
+  auto fe = spawn_frontend(sys, scheduler, d.bridge, fe_opts);
+  d.actors = {caf::actor_cast<caf::actor>(fe),     caf::actor_cast<caf::actor>(scheduler),
+              caf::actor_cast<caf::actor>(runner), caf::actor_cast<caf::actor>(pool),
+              caf::actor_cast<caf::actor>(connector), caf::actor_cast<caf::actor>(store)};
+
+  d.http = std::make_unique<http_server>(d.cfg.host, d.cfg.port, make_http_handler(fe, d.bridge, fe_opts, d.draining));
+  try {
+    d.port = d.http->start();
+  } catch (...) {
+    d.http.reset();
+    for (auto& a : d.actors)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    d.actors.clear();
+    d.sys.reset();
+    d.stopped = true;
+    throw;
+  }
+  return d.port;
+}
+
+void node::drain_and_stop(std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  if (d.stopped)
+    return;
+  d.stopped = true;
+  d.draining->store(true);
+  if (d.http) {
+    d.http->stop_accepting();
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while ((d.bridge->size() > 0 || d.http->num_in_flight() > 0) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (d.bridge->size() > 0)
+      spdlog::warn("ordo node: stopping with {} requests still in flight", d.bridge->size());
+    d.http->stop();
+  }
+  for (auto& a : d.actors)
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  d.actors.clear();
+  d.sys.reset(); // waits for every actor; the runner's state then drains and frees the device
+  d.http.reset();
+}
+
+std::string node::render_metrics() const { return impl_->metrics ? impl_->metrics->render() : std::string(); }
+
+} // namespace ordo

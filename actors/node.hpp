@@ -1,0 +1,48 @@
+// The node bootstrap: builds the device and the model, spawns the actors (store, connector,
+// block_pool, model_runner, scheduler, frontend) and starts the HTTP server.
+// Runs on: the caller's thread (start, drain_and_stop); the actors on CAF's workers; HTTP on
+// its own thread; device work on the device's stream threads.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "runtime/config.hpp"
+
+namespace ordo {
+
+// Test-only switches, never set from a config file.
+struct node_hooks {
+  // Removes the compute stream's wait for the step input upload (runtime/step_executor.hpp).
+  bool test_drop_upload_edge = false;
+};
+
+class node {
+public:
+  explicit node(node_config config, node_hooks hooks = {});
+  ~node();
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  // Builds everything and starts serving; returns the bound port. Throws std::runtime_error
+  // (e.g. the port is taken) with nothing left running.
+  int start();
+  // Stops accepting, lets in-flight requests finish (up to `timeout`), then stops everything.
+  // Idempotent.
+  void drain_and_stop(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+  int port() const;
+  const node_config& config() const;
+  // Prometheus text, as GET /metrics serves it.
+  std::string render_metrics() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// The namespace of a node's cache keys: a digest of everything that changes KV bytes.
+uint64_t namespace_of(const node_config& config);
+
+} // namespace ordo

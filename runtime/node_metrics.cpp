@@ -1,0 +1,76 @@
+#include "runtime/node_metrics.hpp"
+
+namespace ordo {
+
+node_metrics::node_metrics(const node_config& config)
+    : requests_ok_(registry_.counter("ordo_requests_total", "Completion requests answered, by outcome",
+                                     {{"status", "ok"}})),
+      finished_stop_(registry_.counter("ordo_requests_finished_total", "Finished requests by finish reason",
+                                       {{"finish_reason", "stop"}})),
+      finished_length_(registry_.counter("ordo_requests_finished_total", "Finished requests by finish reason",
+                                         {{"finish_reason", "length"}})),
+      prompt_tokens_(registry_.counter("ordo_prompt_tokens_total", "Prompt tokens of admitted requests")),
+      prompt_tokens_computed_(registry_.counter("ordo_prompt_tokens_computed_total",
+                                                "Prompt tokens run through the forward (not reused)")),
+      generation_tokens_(registry_.counter("ordo_generation_tokens_total", "Tokens sampled")),
+      cached_tokens_hbm_(registry_.counter("ordo_prefix_cache_tokens_total", "Prompt tokens whose KV was reused, by tier",
+                                           {{"tier", "hbm"}})),
+      cached_tokens_cpu_(registry_.counter("ordo_prefix_cache_tokens_total", "Prompt tokens whose KV was reused, by tier",
+                                           {{"tier", "cpu"}})),
+      cached_tokens_store_(registry_.counter("ordo_prefix_cache_tokens_total",
+                                             "Prompt tokens whose KV was reused, by tier", {{"tier", "store"}})),
+      hit_ratio_hbm_(registry_.gauge("ordo_prefix_cache_hit_ratio", "Reused prompt tokens / prompt tokens, by tier",
+                                     {{"tier", "hbm"}})),
+      hit_ratio_cpu_(registry_.gauge("ordo_prefix_cache_hit_ratio", "Reused prompt tokens / prompt tokens, by tier",
+                                     {{"tier", "cpu"}})),
+      hit_ratio_store_(registry_.gauge("ordo_prefix_cache_hit_ratio", "Reused prompt tokens / prompt tokens, by tier",
+                                       {{"tier", "store"}})),
+      preemptions_(registry_.counter("ordo_preemptions_total", "Requests preempted because blocks ran out")),
+      steps_(registry_.counter("ordo_engine_steps_total", "Engine steps completed on the device")),
+      waiting_(registry_.gauge("ordo_num_requests_waiting", "Requests waiting for admission")),
+      running_(registry_.gauge("ordo_num_requests_running", "Requests holding blocks")),
+      blocks_free_(registry_.gauge("ordo_hbm_blocks_free", "KV blocks neither held nor cached")),
+      blocks_cached_(registry_.gauge("ordo_hbm_blocks_cached", "KV blocks cached in the prefix index, evictable")),
+      duration_(registry_.histogram("ordo_request_duration_seconds", "Request latency from arrival to last token",
+                                    exponential_buckets(0.005, 2.0, 14))) {
+  registry_.gauge("ordo_hbm_blocks_total", "KV blocks in the device arena").set(config.num_blocks);
+}
+
+void node_metrics::observe(const scheduler_stats& s, const completion_result* finished) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto delta = [](int64_t now, int64_t before) { return static_cast<uint64_t>(now > before ? now - before : 0); };
+  prompt_tokens_.inc(delta(s.prompt_tokens, last_.prompt_tokens));
+  prompt_tokens_computed_.inc(delta(s.prompt_tokens_computed, last_.prompt_tokens_computed));
+  generation_tokens_.inc(delta(s.generation_tokens, last_.generation_tokens));
+  cached_tokens_hbm_.inc(delta(s.prompt_tokens_from_hbm, last_.prompt_tokens_from_hbm));
+  preemptions_.inc(delta(s.num_preemptions, last_.num_preemptions));
+  steps_.inc(delta(s.num_steps, last_.num_steps));
+  last_ = s;
+  waiting_.set(s.num_waiting);
+  running_.set(s.num_running);
+  blocks_free_.set(s.num_free_blocks);
+  blocks_cached_.set(s.num_cached_blocks);
+  if (finished) {
+    requests_ok_.inc();
+    (finished->finish_reason == "stop" ? finished_stop_ : finished_length_).inc();
+    duration_.observe(finished->duration_ms / 1000.0);
+    cached_tokens_cpu_.inc(static_cast<uint64_t>(finished->from_cpu));
+    cached_tokens_store_.inc(static_cast<uint64_t>(finished->from_store));
+  }
+  double prompt = static_cast<double>(prompt_tokens_.value());
+  if (prompt > 0) {
+    hit_ratio_hbm_.set(static_cast<double>(cached_tokens_hbm_.value()) / prompt);
+    hit_ratio_cpu_.set(static_cast<double>(cached_tokens_cpu_.value()) / prompt);
+    hit_ratio_store_.set(static_cast<double>(cached_tokens_store_.value()) / prompt);
+  }
+}
+
+void node_metrics::count_error(int http_status) {
+  registry_.counter("ordo_requests_total", "Completion requests answered, by outcome",
+                    {{"status", std::to_string(http_status)}})
+      .inc();
+}
+
+std::string node_metrics::render() const { return registry_.render_prometheus(); }
+
+} // namespace ordo

@@ -1,0 +1,209 @@
+#include "runtime/step_executor.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <xxhash.h>
+
+namespace ordo {
+
+namespace {
+
+size_t align8(size_t n) { return (n + 7) / 8 * 8; }
+
+} // namespace
+
+// Input arrays live at fixed offsets sized by capacity, so a buffer always holds values that
+// were valid for some step (a missing edge reads stale inputs, never out-of-range ones).
+struct step_executor::impl {
+  device& dev;
+  model& mdl;
+  step_executor_options opt;
+  int32_t block_size;
+  int32_t vocab;
+  int32_t max_table;
+  size_t off_token_ids, off_positions, off_token_req, off_slot_mapping, off_req_token_start,
+      off_req_first_position, off_req_block_table_start, off_block_tables, off_req_state_slot,
+      off_req_reset_state, off_sample_rows, off_sample_temperature, off_sample_seed, input_bytes;
+  uint8_t* staging = nullptr; // pinned host
+  uint8_t* inputs = nullptr;  // device
+  float* host_logits = nullptr;
+  int32_t* host_tokens = nullptr;
+
+  impl(device& d, model& m, const step_executor_options& o)
+      : dev(d), mdl(m), opt(o), block_size(m.options().block_size), vocab(m.geometry().vocab_size),
+        max_table(m.options().num_blocks) {
+    size_t T = static_cast<size_t>(opt.max_batch_tokens), R = static_cast<size_t>(opt.max_num_seqs);
+    size_t at = 0;
+    auto take = [&](size_t bytes) { size_t here = at; at = align8(at + bytes); return here; };
+    off_token_ids = take(4 * T);
+    off_positions = take(4 * T);
+    off_token_req = take(4 * T);
+    off_slot_mapping = take(4 * T);
+    off_req_token_start = take(4 * (R + 1));
+    off_req_first_position = take(4 * R);
+    off_req_block_table_start = take(4 * (R + 1));
+    off_block_tables = take(4 * R * static_cast<size_t>(max_table));
+    off_req_state_slot = take(4 * R);
+    off_req_reset_state = take(4 * R);
+    off_sample_rows = take(4 * R);
+    off_sample_temperature = take(4 * R);
+    off_sample_seed = take(8 * R);
+    input_bytes = at;
+    staging = static_cast<uint8_t*>(dev.alloc_host_pinned(input_bytes));
+    inputs = static_cast<uint8_t*>(dev.alloc_device(input_bytes));
+    host_logits = static_cast<float*>(dev.alloc_host_pinned(4 * R * static_cast<size_t>(vocab)));
+    host_tokens = static_cast<int32_t*>(dev.alloc_host_pinned(4 * R));
+  }
+
+  ~impl() {
+    dev.synchronize();
+    dev.free_host_pinned(staging);
+    dev.free_device(inputs);
+    dev.free_host_pinned(host_logits);
+    dev.free_host_pinned(host_tokens);
+  }
+
+  template <class T>
+  T* host_at(size_t off) { return reinterpret_cast<T*>(staging + off); }
+  template <class T>
+  const T* dev_at(size_t off) { return reinterpret_cast<const T*>(inputs + off); }
+
+  void validate(const step_plan& plan) {
+    if (plan.requests.size() > static_cast<size_t>(opt.max_num_seqs))
+      throw std::invalid_argument("step_plan has " + std::to_string(plan.requests.size()) +
+                                  " requests; the runner holds at most " + std::to_string(opt.max_num_seqs));
+    size_t tokens = 0;
+    for (const auto& r : plan.requests) {
+      if (r.token_ids.empty())
+        throw std::invalid_argument("step_plan request " + std::to_string(r.request_id) + " has no tokens");
+      tokens += r.token_ids.size();
+      int32_t last = r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1;
+      if (r.first_position < 0 || static_cast<size_t>(last / block_size) >= r.block_table.size())
+        throw std::invalid_argument("step_plan request " + std::to_string(r.request_id) + ": block table of " +
+                                    std::to_string(r.block_table.size()) + " blocks does not cover position " +
+                                    std::to_string(last));
+      if (r.block_table.size() > static_cast<size_t>(max_table))
+        throw std::invalid_argument("step_plan request " + std::to_string(r.request_id) + " holds more blocks than exist");
+      for (auto b : r.block_table)
+        if (b < 0 || b >= max_table)
+          throw std::invalid_argument("step_plan request " + std::to_string(r.request_id) + " names block " +
+                                      std::to_string(b));
+      for (auto t : r.token_ids)
+        if (t < 0 || t >= vocab)
+          throw std::invalid_argument("step_plan request " + std::to_string(r.request_id) + " has token " +
+                                      std::to_string(t) + " outside the vocabulary");
+    }
+    if (tokens > static_cast<size_t>(opt.max_batch_tokens))
+      throw std::invalid_argument("step_plan has " + std::to_string(tokens) + " tokens; max_batch_tokens is " +
+                                  std::to_string(opt.max_batch_tokens));
+  }
+
+  device_batch pack(const step_plan& plan) {
+    device_batch b;
+    int32_t row = 0, table = 0, samples = 0;
+    auto* token_ids = host_at<int32_t>(off_token_ids);
+    auto* positions = host_at<int32_t>(off_positions);
+    auto* token_req = host_at<int32_t>(off_token_req);
+    auto* slot_mapping = host_at<int32_t>(off_slot_mapping);
+    auto* req_token_start = host_at<int32_t>(off_req_token_start);
+    auto* req_first_position = host_at<int32_t>(off_req_first_position);
+    auto* req_block_table_start = host_at<int32_t>(off_req_block_table_start);
+    auto* block_tables = host_at<int32_t>(off_block_tables);
+    auto* req_state_slot = host_at<int32_t>(off_req_state_slot);
+    auto* req_reset_state = host_at<int32_t>(off_req_reset_state);
+    auto* sample_rows = host_at<int32_t>(off_sample_rows);
+    auto* sample_temperature = host_at<float>(off_sample_temperature);
+    auto* sample_seed = host_at<uint64_t>(off_sample_seed);
+    for (size_t i = 0; i < plan.requests.size(); ++i) {
+      const auto& r = plan.requests[i];
+      req_token_start[i] = row;
+      req_first_position[i] = r.first_position;
+      req_block_table_start[i] = table;
+      req_state_slot[i] = r.state_slot;
+      req_reset_state[i] = r.reset_state ? 1 : 0;
+      for (auto blk : r.block_table)
+        block_tables[table++] = blk;
+      for (size_t k = 0; k < r.token_ids.size(); ++k, ++row) {
+        int32_t pos = r.first_position + static_cast<int32_t>(k);
+        token_ids[row] = r.token_ids[k];
+        positions[row] = pos;
+        token_req[row] = static_cast<int32_t>(i);
+        slot_mapping[row] = r.block_table[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size;
+      }
+      if (r.sample) {
+        sample_rows[samples] = row - 1;
+        sample_temperature[samples] = r.temperature;
+        sample_seed[samples] = r.seed;
+        ++samples;
+      }
+    }
+    req_token_start[plan.requests.size()] = row;
+    req_block_table_start[plan.requests.size()] = table;
+    b.num_tokens = row;
+    b.num_reqs = static_cast<int32_t>(plan.requests.size());
+    b.num_samples = samples;
+    b.block_table_len = table;
+    b.token_ids = dev_at<int32_t>(off_token_ids);
+    b.positions = dev_at<int32_t>(off_positions);
+    b.token_req = dev_at<int32_t>(off_token_req);
+    b.slot_mapping = dev_at<int32_t>(off_slot_mapping);
+    b.req_token_start = dev_at<int32_t>(off_req_token_start);
+    b.req_first_position = dev_at<int32_t>(off_req_first_position);
+    b.req_block_table_start = dev_at<int32_t>(off_req_block_table_start);
+    b.block_tables = dev_at<int32_t>(off_block_tables);
+    b.req_state_slot = dev_at<int32_t>(off_req_state_slot);
+    b.req_reset_state = dev_at<int32_t>(off_req_reset_state);
+    b.sample_rows = dev_at<int32_t>(off_sample_rows);
+    b.sample_temperature = dev_at<float>(off_sample_temperature);
+    b.sample_seed = dev_at<uint64_t>(off_sample_seed);
+    return b;
+  }
+};
+
+step_executor::step_executor(device& dev, model& m, const step_executor_options& options)
+    : impl_(std::make_unique<impl>(dev, m, options)) {}
+
+step_executor::~step_executor() = default;
+
+void step_executor::execute(const step_plan& plan, std::function<void(step_done)> on_done) {
+  auto& d = *impl_;
+  d.validate(plan);
+  auto started = std::chrono::steady_clock::now();
+  device_batch batch = d.pack(plan);
+
+  d.dev.copy_async(stream_kind::load, d.inputs, d.staging, d.input_bytes);
+  event_id inputs_uploaded = d.dev.record(stream_kind::load);
+  if (!d.opt.test_drop_upload_edge)
+    d.dev.wait(stream_kind::compute, inputs_uploaded);
+
+  d.mdl.enqueue_forward(stream_kind::compute, batch);
+
+  auto outputs = d.mdl.outputs();
+  size_t num_samples = static_cast<size_t>(batch.num_samples);
+  d.dev.copy_async(stream_kind::compute, d.host_logits, outputs.logits, 4 * num_samples * static_cast<size_t>(d.vocab));
+  d.dev.copy_async(stream_kind::compute, d.host_tokens, outputs.sampled_tokens, 4 * num_samples);
+
+  // Who sampled what, in sample order, captured now: the callback must not read `plan`.
+  std::vector<sampled_token> samples;
+  for (const auto& r : plan.requests)
+    if (r.sample)
+      samples.push_back({r.request_id, r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1, 0, 0});
+  d.dev.host_callback(stream_kind::compute, [&d, header = plan.header, samples = std::move(samples), started,
+                                            on_done = std::move(on_done)]() mutable {
+    step_done done;
+    done.header = header;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      samples[i].token_id = d.host_tokens[i];
+      samples[i].logits_digest =
+          XXH64(d.host_logits + i * static_cast<size_t>(d.vocab), 4 * static_cast<size_t>(d.vocab), 0);
+    }
+    done.samples = std::move(samples);
+    done.device_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    on_done(std::move(done));
+  });
+}
+
+} // namespace ordo

@@ -1,0 +1,49 @@
+// The model runner's core: turns a step_plan into device work with explicit event edges and
+// reports completion through a callback run by the device (never by blocking a caller).
+//
+// Edges of one step (DESIGN §2.1; later issues add clears, loads, restores, checkpoint copies
+// and saves around the forward):
+//   load:    upload of the step's inputs (pinned staging → device)   ── event `inputs_uploaded`
+//   compute: wait(inputs_uploaded) → forward + sampling → copy logits and tokens to pinned host
+//            → host callback: digests, step_done
+// NOTE(staging): one step is in flight at a time (the scheduler sends the next plan only after
+// step_done), so the staging and input buffers are reused without further edges.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "messages/step.hpp"
+#include "runtime/device.hpp"
+#include "runtime/model.hpp"
+
+namespace ordo {
+
+struct step_executor_options {
+  int32_t max_batch_tokens = 512;
+  int32_t max_num_seqs = 16;
+  // Test-only: leave out the compute stream's wait for the input upload. With chaos on, the
+  // forward then reads inputs the load stream has not written yet, and outputs change.
+  bool test_drop_upload_edge = false;
+};
+
+class step_executor {
+public:
+  step_executor(device& dev, model& m, const step_executor_options& options);
+  ~step_executor();
+  step_executor(const step_executor&) = delete;
+  step_executor& operator=(const step_executor&) = delete;
+
+  // Runs on the caller's thread (the runner's); `on_done` runs on a device thread once every
+  // operation of the step has completed. Throws std::invalid_argument for a plan that does not
+  // fit the capacities or whose block tables do not cover its tokens; nothing is enqueued then.
+  void execute(const step_plan& plan, std::function<void(step_done)> on_done);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace ordo
