@@ -27,8 +27,9 @@ struct node_config {
   // [scheduler]
   int32_t max_batch_tokens = 512;
   int32_t max_num_seqs = 16;
-  // [kv_transfer]
-  std::string connector = "none";
+  // [kv_transfer] (also settable as vLLM-shaped JSON: config = '{"kv_connector":..,"kv_role":..}')
+  std::string connector = "none";  // none (offload: not available yet)
+  std::string kv_role = "kv_both"; // kv_both (kv_producer | kv_consumer: not available yet)
   // [server]
   std::string host = "127.0.0.1";
   int32_t port = 8000;

@@ -12,6 +12,7 @@
 
 #include "runtime/batch.hpp"
 #include "runtime/device.hpp"
+#include "runtime/kv_layout.hpp"
 
 namespace ordo {
 
@@ -47,6 +48,7 @@ struct model_geometry {
 };
 
 class kernel_table;
+struct model_dims;
 
 class model {
 public:
@@ -68,6 +70,13 @@ public:
   void enqueue_forward(stream_kind stream, const device_batch& batch);
 
   device_outputs outputs() const;
+
+  // Sizes of the preset (runtime/model_presets.hpp).
+  const model_dims& dims() const;
+  // The KV arena: every page field of every attention layer, layer-major, in declaration order.
+  const std::vector<kv_field>& kv_fields() const;
+  // The recurrent-state slots (empty segments and num_slots 0 when the model has no state).
+  const state_layout& state_slots() const;
 
 private:
   struct impl;

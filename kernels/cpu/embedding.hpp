@@ -1,0 +1,10 @@
+// Embedding row gather (token embeddings, PLE n-gram tables).
+#pragma once
+
+#include "runtime/kernel_args.hpp"
+
+namespace ordo::cpu {
+
+void embed(const embed_args& a);
+
+} // namespace ordo::cpu

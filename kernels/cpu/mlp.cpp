@@ -1,0 +1,15 @@
+#include "kernels/cpu/mlp.hpp"
+
+#include <cmath>
+
+namespace ordo::cpu {
+
+void swiglu(const swiglu_args& a) {
+  for (int32_t r = 0; r < a.rows; ++r) {
+    const float* g = a.gate_up + static_cast<int64_t>(r) * 2 * a.dim;
+    float* o = a.out + static_cast<int64_t>(r) * a.dim;
+    for (int32_t i = 0; i < a.dim; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * g[a.dim + i];
+  }
+}
+
+} // namespace ordo::cpu

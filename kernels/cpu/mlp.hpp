@@ -1,0 +1,10 @@
+// SwiGLU activation of the MLP: silu(gate) * up.
+#pragma once
+
+#include "runtime/kernel_args.hpp"
+
+namespace ordo::cpu {
+
+void swiglu(const swiglu_args& a);
+
+} // namespace ordo::cpu

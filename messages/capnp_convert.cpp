@@ -1,0 +1,485 @@
+#include "messages/capnp_convert.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/array.h>
+#include <kj/exception.h>
+
+namespace ordo {
+
+namespace {
+
+// std::string keeps a NUL after its data, which kj::StringPtr requires.
+kj::StringPtr text(const std::string& s) {
+  return kj::StringPtr(s.c_str(), s.size());
+}
+
+std::string str(capnp::Text::Reader t) {
+  return std::string(t.cStr(), t.size());
+}
+
+template <class ListBuilder, class V>
+void fill_list(ListBuilder l, const std::vector<V>& v) {
+  for (unsigned i = 0; i < v.size(); ++i)
+    l.set(i, v[i]);
+}
+
+template <class V, class ListReader>
+std::vector<V> read_list(ListReader l) {
+  std::vector<V> v;
+  v.reserve(l.size());
+  for (auto e : l)
+    v.push_back(e);
+  return v;
+}
+
+template <class ListBuilder, class T>
+void fill_structs(ListBuilder l, const std::vector<T>& v) {
+  for (unsigned i = 0; i < v.size(); ++i)
+    to_capnp(v[i], l[i]);
+}
+
+template <class T, class ListReader>
+std::vector<T> read_structs(ListReader l) {
+  std::vector<T> v;
+  v.reserve(l.size());
+  for (auto e : l)
+    v.push_back(from_capnp(e));
+  return v;
+}
+
+} // namespace
+
+// --- common.hpp -------------------------------------------------------------------------------
+
+void to_capnp(const command_header& x, wire::CommandHeader::Builder b) {
+  b.setEpoch(x.epoch);
+  b.setSeq(x.seq);
+}
+
+command_header from_capnp(wire::CommandHeader::Reader r) {
+  command_header x;
+  x.epoch = r.getEpoch();
+  x.seq = r.getSeq();
+  return x;
+}
+
+// --- request.hpp ------------------------------------------------------------------------------
+
+void to_capnp(const completion_request& x, wire::CompletionRequest::Builder b) {
+  b.setRequestId(x.request_id);
+  fill_list(b.initPrompt(x.prompt.size()), x.prompt);
+  b.setMaxTokens(x.max_tokens);
+  b.setTemperature(x.temperature);
+  b.setSeed(x.seed);
+  b.setStream(x.stream);
+  b.setCacheSalt(text(x.cache_salt));
+}
+
+completion_request from_capnp(wire::CompletionRequest::Reader r) {
+  completion_request x;
+  x.request_id = r.getRequestId();
+  x.prompt = read_list<int32_t>(r.getPrompt());
+  x.max_tokens = r.getMaxTokens();
+  x.temperature = r.getTemperature();
+  x.seed = r.getSeed();
+  x.stream = r.getStream();
+  x.cache_salt = str(r.getCacheSalt());
+  return x;
+}
+
+void to_capnp(const completion_chunk& x, wire::CompletionChunk::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setIndex(x.index);
+  b.setTokenId(x.token_id);
+}
+
+completion_chunk from_capnp(wire::CompletionChunk::Reader r) {
+  completion_chunk x;
+  x.request_id = r.getRequestId();
+  x.index = r.getIndex();
+  x.token_id = r.getTokenId();
+  return x;
+}
+
+void to_capnp(const completion_result& x, wire::CompletionResult::Builder b) {
+  b.setRequestId(x.request_id);
+  fill_list(b.initTokenIds(x.token_ids.size()), x.token_ids);
+  b.setFinishReason(text(x.finish_reason));
+  b.setPromptTokens(x.prompt_tokens);
+  b.setCachedTokens(x.cached_tokens);
+  b.setResumeAt(x.resume_at);
+  b.setFromHbm(x.from_hbm);
+  b.setFromCpu(x.from_cpu);
+  b.setFromStore(x.from_store);
+  b.setReason(text(x.reason));
+  b.setLogitsDigest(x.logits_digest);
+  b.setNumPreemptions(x.num_preemptions);
+  b.setDurationMs(x.duration_ms);
+}
+
+completion_result from_capnp(wire::CompletionResult::Reader r) {
+  completion_result x;
+  x.request_id = r.getRequestId();
+  x.token_ids = read_list<int32_t>(r.getTokenIds());
+  x.finish_reason = str(r.getFinishReason());
+  x.prompt_tokens = r.getPromptTokens();
+  x.cached_tokens = r.getCachedTokens();
+  x.resume_at = r.getResumeAt();
+  x.from_hbm = r.getFromHbm();
+  x.from_cpu = r.getFromCpu();
+  x.from_store = r.getFromStore();
+  x.reason = str(r.getReason());
+  x.logits_digest = r.getLogitsDigest();
+  x.num_preemptions = r.getNumPreemptions();
+  x.duration_ms = r.getDurationMs();
+  return x;
+}
+
+void to_capnp(const completion_failed& x, wire::CompletionFailed::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setMessage(text(x.message));
+  b.setType(text(x.type));
+}
+
+completion_failed from_capnp(wire::CompletionFailed::Reader r) {
+  completion_failed x;
+  x.request_id = r.getRequestId();
+  x.message = str(r.getMessage());
+  x.type = str(r.getType());
+  return x;
+}
+
+void to_capnp(const evict_request& x, wire::EvictRequest::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setTier(text(x.tier));
+}
+
+evict_request from_capnp(wire::EvictRequest::Reader r) {
+  evict_request x;
+  x.request_id = r.getRequestId();
+  x.tier = str(r.getTier());
+  return x;
+}
+
+void to_capnp(const evict_result& x, wire::EvictResult::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setTier(text(x.tier));
+  b.setNumBlocks(x.num_blocks);
+}
+
+evict_result from_capnp(wire::EvictResult::Reader r) {
+  evict_result x;
+  x.request_id = r.getRequestId();
+  x.tier = str(r.getTier());
+  x.num_blocks = r.getNumBlocks();
+  return x;
+}
+
+// --- step.hpp ---------------------------------------------------------------------------------
+
+void to_capnp(const scheduled_request& x, wire::ScheduledRequest::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setStateSlot(x.state_slot);
+  b.setResetState(x.reset_state);
+  b.setFirstPosition(x.first_position);
+  fill_list(b.initTokenIds(x.token_ids.size()), x.token_ids);
+  fill_list(b.initBlockTable(x.block_table.size()), x.block_table);
+  b.setSample(x.sample);
+  b.setTemperature(x.temperature);
+  b.setSeed(x.seed);
+}
+
+scheduled_request from_capnp(wire::ScheduledRequest::Reader r) {
+  scheduled_request x;
+  x.request_id = r.getRequestId();
+  x.state_slot = r.getStateSlot();
+  x.reset_state = r.getResetState();
+  x.first_position = r.getFirstPosition();
+  x.token_ids = read_list<int32_t>(r.getTokenIds());
+  x.block_table = read_list<int32_t>(r.getBlockTable());
+  x.sample = r.getSample();
+  x.temperature = r.getTemperature();
+  x.seed = r.getSeed();
+  return x;
+}
+
+void to_capnp(const step_plan& x, wire::StepPlan::Builder b) {
+  to_capnp(x.header, b.initHeader());
+  fill_structs(b.initRequests(x.requests.size()), x.requests);
+}
+
+step_plan from_capnp(wire::StepPlan::Reader r) {
+  step_plan x;
+  x.header = from_capnp(r.getHeader());
+  x.requests = read_structs<scheduled_request>(r.getRequests());
+  return x;
+}
+
+void to_capnp(const sampled_token& x, wire::SampledToken::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setPosition(x.position);
+  b.setTokenId(x.token_id);
+  b.setLogitsDigest(x.logits_digest);
+}
+
+sampled_token from_capnp(wire::SampledToken::Reader r) {
+  sampled_token x;
+  x.request_id = r.getRequestId();
+  x.position = r.getPosition();
+  x.token_id = r.getTokenId();
+  x.logits_digest = r.getLogitsDigest();
+  return x;
+}
+
+void to_capnp(const step_done& x, wire::StepDone::Builder b) {
+  to_capnp(x.header, b.initHeader());
+  fill_structs(b.initSamples(x.samples.size()), x.samples);
+  b.setDeviceMs(x.device_ms);
+}
+
+step_done from_capnp(wire::StepDone::Reader r) {
+  step_done x;
+  x.header = from_capnp(r.getHeader());
+  x.samples = read_structs<sampled_token>(r.getSamples());
+  x.device_ms = r.getDeviceMs();
+  return x;
+}
+
+// --- pool.hpp ---------------------------------------------------------------------------------
+
+void to_capnp(const block_commit& x, wire::BlockCommit::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setBlockIndex(x.block_index);
+  b.setHash(x.hash);
+}
+
+block_commit from_capnp(wire::BlockCommit::Reader r) {
+  block_commit x;
+  x.request_id = r.getRequestId();
+  x.block_index = r.getBlockIndex();
+  x.hash = r.getHash();
+  return x;
+}
+
+void to_capnp(const block_grow& x, wire::BlockGrow::Builder b) {
+  b.setRequestId(x.request_id);
+  fill_list(b.initHashes(x.hashes.size()), x.hashes);
+  b.setMaxHitBlocks(x.max_hit_blocks);
+  b.setTotalBlocks(x.total_blocks);
+}
+
+block_grow from_capnp(wire::BlockGrow::Reader r) {
+  block_grow x;
+  x.request_id = r.getRequestId();
+  x.hashes = read_list<uint64_t>(r.getHashes());
+  x.max_hit_blocks = r.getMaxHitBlocks();
+  x.total_blocks = r.getTotalBlocks();
+  return x;
+}
+
+void to_capnp(const pool_step& x, wire::PoolStep::Builder b) {
+  to_capnp(x.header, b.initHeader());
+  fill_list(b.initReleases(x.releases.size()), x.releases);
+  fill_structs(b.initCommits(x.commits.size()), x.commits);
+  b.setEvictHbm(x.evict_hbm);
+  fill_structs(b.initGrows(x.grows.size()), x.grows);
+}
+
+pool_step from_capnp(wire::PoolStep::Reader r) {
+  pool_step x;
+  x.header = from_capnp(r.getHeader());
+  x.releases = read_list<uint64_t>(r.getReleases());
+  x.commits = read_structs<block_commit>(r.getCommits());
+  x.evict_hbm = r.getEvictHbm();
+  x.grows = read_structs<block_grow>(r.getGrows());
+  return x;
+}
+
+void to_capnp(const grow_result& x, wire::GrowResult::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setOk(x.ok);
+  b.setNumHitBlocks(x.num_hit_blocks);
+  fill_list(b.initBlockTable(x.block_table.size()), x.block_table);
+}
+
+grow_result from_capnp(wire::GrowResult::Reader r) {
+  grow_result x;
+  x.request_id = r.getRequestId();
+  x.ok = r.getOk();
+  x.num_hit_blocks = r.getNumHitBlocks();
+  x.block_table = read_list<int32_t>(r.getBlockTable());
+  return x;
+}
+
+void to_capnp(const pool_step_done& x, wire::PoolStepDone::Builder b) {
+  to_capnp(x.header, b.initHeader());
+  fill_structs(b.initResults(x.results.size()), x.results);
+  b.setNumEvicted(x.num_evicted);
+  b.setNumFree(x.num_free);
+  b.setNumCached(x.num_cached);
+}
+
+pool_step_done from_capnp(wire::PoolStepDone::Reader r) {
+  pool_step_done x;
+  x.header = from_capnp(r.getHeader());
+  x.results = read_structs<grow_result>(r.getResults());
+  x.num_evicted = r.getNumEvicted();
+  x.num_free = r.getNumFree();
+  x.num_cached = r.getNumCached();
+  return x;
+}
+
+// --- connector.hpp ----------------------------------------------------------------------------
+
+void to_capnp(const connector_lookup& x, wire::ConnectorLookup::Builder b) {
+  b.setRequestId(x.request_id);
+  fill_list(b.initHashes(x.hashes.size()), x.hashes);
+  b.setNumPromptTokens(x.num_prompt_tokens);
+}
+
+connector_lookup from_capnp(wire::ConnectorLookup::Reader r) {
+  connector_lookup x;
+  x.request_id = r.getRequestId();
+  x.hashes = read_list<uint64_t>(r.getHashes());
+  x.num_prompt_tokens = r.getNumPromptTokens();
+  return x;
+}
+
+void to_capnp(const connector_lookup_done& x, wire::ConnectorLookupDone::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setCpuTokens(x.cpu_tokens);
+  b.setStoreTokens(x.store_tokens);
+  b.setConnector(text(x.connector));
+}
+
+connector_lookup_done from_capnp(wire::ConnectorLookupDone::Reader r) {
+  connector_lookup_done x;
+  x.request_id = r.getRequestId();
+  x.cpu_tokens = r.getCpuTokens();
+  x.store_tokens = r.getStoreTokens();
+  x.connector = str(r.getConnector());
+  return x;
+}
+
+// --- store.hpp --------------------------------------------------------------------------------
+
+void to_capnp(const object_key& x, wire::ObjectKey::Builder b) {
+  b.setNamespaceId(x.namespace_id);
+  b.setHash(x.hash);
+  b.setKind(x.kind);
+}
+
+object_key from_capnp(wire::ObjectKey::Reader r) {
+  object_key x;
+  x.namespace_id = r.getNamespaceId();
+  x.hash = r.getHash();
+  x.kind = r.getKind();
+  return x;
+}
+
+void to_capnp(const store_contains& x, wire::StoreContains::Builder b) {
+  fill_structs(b.initKeys(x.keys.size()), x.keys);
+}
+
+store_contains from_capnp(wire::StoreContains::Reader r) {
+  store_contains x;
+  x.keys = read_structs<object_key>(r.getKeys());
+  return x;
+}
+
+void to_capnp(const store_contains_done& x, wire::StoreContainsDone::Builder b) {
+  b.setNumLeadingCommitted(x.num_leading_committed);
+}
+
+store_contains_done from_capnp(wire::StoreContainsDone::Reader r) {
+  store_contains_done x;
+  x.num_leading_committed = r.getNumLeadingCommitted();
+  return x;
+}
+
+void to_capnp(const store_stats& x, wire::StoreStats::Builder b) {
+  b.setNumObjects(x.num_objects);
+  b.setBytesUsed(x.bytes_used);
+  b.setBytesCapacity(x.bytes_capacity);
+}
+
+store_stats from_capnp(wire::StoreStats::Reader r) {
+  store_stats x;
+  x.num_objects = r.getNumObjects();
+  x.bytes_used = r.getBytesUsed();
+  x.bytes_capacity = r.getBytesCapacity();
+  return x;
+}
+
+// --- whole messages ---------------------------------------------------------------------------
+
+template <class T>
+std::vector<uint8_t> encode_message(const T& x) {
+  capnp::MallocMessageBuilder builder;
+  to_capnp(x, builder.initRoot<typename wire_type<T>::type>());
+  auto words = capnp::messageToFlatArray(builder);
+  auto bytes = words.asBytes();
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+}
+
+template <class T>
+T decode_message(const std::vector<uint8_t>& bytes) {
+  const std::string what = std::string("decode_message<") + wire_type<T>::name + ">: ";
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
+    throw std::runtime_error(what + "length " + std::to_string(bytes.size()) +
+                             " is not a positive multiple of 8 bytes");
+  // Copy into word-aligned storage: a std::vector<uint8_t> buffer carries no alignment promise.
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  try {
+    // A legitimate message reads each word once; the bound stops a few garbage bytes from
+    // claiming a huge list of empty structs (capnp charges each element one word).
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 2 * words.size() + 64;
+    capnp::FlatArrayMessageReader reader(words, options);
+    if (reader.getEnd() != words.end())
+      throw std::runtime_error(what + "trailing bytes after the message (" +
+                               std::to_string((words.end() - reader.getEnd()) * 8) + " bytes)");
+    // Reading every field here makes out-of-bounds pointers throw inside this try block.
+    return from_capnp(reader.getRoot<typename wire_type<T>::type>());
+  } catch (const kj::Exception& e) {
+    throw std::runtime_error(what + "malformed Cap'n Proto message: " +
+                             std::string(e.getDescription().cStr()));
+  }
+}
+
+#define ORDO_INSTANTIATE(T)                                                                      \
+  template std::vector<uint8_t> encode_message<T>(const T&);                                     \
+  template T decode_message<T>(const std::vector<uint8_t>&);
+
+ORDO_INSTANTIATE(command_header)
+ORDO_INSTANTIATE(completion_request)
+ORDO_INSTANTIATE(completion_chunk)
+ORDO_INSTANTIATE(completion_result)
+ORDO_INSTANTIATE(completion_failed)
+ORDO_INSTANTIATE(evict_request)
+ORDO_INSTANTIATE(evict_result)
+ORDO_INSTANTIATE(scheduled_request)
+ORDO_INSTANTIATE(step_plan)
+ORDO_INSTANTIATE(sampled_token)
+ORDO_INSTANTIATE(step_done)
+ORDO_INSTANTIATE(block_commit)
+ORDO_INSTANTIATE(block_grow)
+ORDO_INSTANTIATE(pool_step)
+ORDO_INSTANTIATE(grow_result)
+ORDO_INSTANTIATE(pool_step_done)
+ORDO_INSTANTIATE(connector_lookup)
+ORDO_INSTANTIATE(connector_lookup_done)
+ORDO_INSTANTIATE(object_key)
+ORDO_INSTANTIATE(store_contains)
+ORDO_INSTANTIATE(store_contains_done)
+ORDO_INSTANTIATE(store_stats)
+
+#undef ORDO_INSTANTIATE
+
+} // namespace ordo

@@ -1,0 +1,177 @@
+# Cap'n Proto mirror of the message structs in messages/*.hpp, for traces and the wire.
+# One struct per message type; converters in messages/capnp_convert.{hpp,cpp}.
+#
+# APPEND-ONLY: recorded traces and peers built from older commits must keep decoding. Never
+# renumber, retype, rename-with-new-meaning or remove a field; add new fields at the end of a
+# struct with the next ordinal, and new structs anywhere. Defaults mirror the C++ defaults so a
+# field missing from an older message decodes to the struct's default.
+
+@0x88880d42368e466d;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("ordo::wire");
+
+# --- messages/common.hpp ----------------------------------------------------------------------
+
+struct CommandHeader {
+  epoch @0 :UInt64;
+  seq @1 :UInt64;
+}
+
+# --- messages/request.hpp ---------------------------------------------------------------------
+
+struct CompletionRequest {
+  requestId @0 :UInt64;
+  prompt @1 :List(Int32);
+  maxTokens @2 :Int32 = 16;
+  temperature @3 :Float32;
+  seed @4 :UInt64;
+  stream @5 :Bool;
+  cacheSalt @6 :Text;
+}
+
+struct CompletionChunk {
+  requestId @0 :UInt64;
+  index @1 :Int32;
+  tokenId @2 :Int32;
+}
+
+struct CompletionResult {
+  requestId @0 :UInt64;
+  tokenIds @1 :List(Int32);
+  finishReason @2 :Text;
+  promptTokens @3 :Int32;
+  cachedTokens @4 :Int32;
+  resumeAt @5 :Int32;
+  fromHbm @6 :Int32;
+  fromCpu @7 :Int32;
+  fromStore @8 :Int32;
+  reason @9 :Text;
+  logitsDigest @10 :UInt64;
+  numPreemptions @11 :Int32;
+  durationMs @12 :Float64;
+}
+
+struct CompletionFailed {
+  requestId @0 :UInt64;
+  message @1 :Text;
+  type @2 :Text;
+}
+
+struct EvictRequest {
+  tier @0 :Text;
+  requestId @1 :UInt64;
+}
+
+struct EvictResult {
+  tier @0 :Text;
+  numBlocks @1 :Int32;
+  requestId @2 :UInt64;
+}
+
+# --- messages/step.hpp ------------------------------------------------------------------------
+
+struct ScheduledRequest {
+  requestId @0 :UInt64;
+  stateSlot @1 :Int32 = -1;
+  resetState @2 :Bool;
+  firstPosition @3 :Int32;
+  tokenIds @4 :List(Int32);
+  blockTable @5 :List(Int32);
+  sample @6 :Bool;
+  temperature @7 :Float32;
+  seed @8 :UInt64;
+}
+
+struct StepPlan {
+  header @0 :CommandHeader;
+  requests @1 :List(ScheduledRequest);
+}
+
+struct SampledToken {
+  requestId @0 :UInt64;
+  position @1 :Int32;
+  tokenId @2 :Int32;
+  logitsDigest @3 :UInt64;
+}
+
+struct StepDone {
+  header @0 :CommandHeader;
+  samples @1 :List(SampledToken);
+  deviceMs @2 :Float64;
+}
+
+# --- messages/pool.hpp ------------------------------------------------------------------------
+
+struct BlockCommit {
+  requestId @0 :UInt64;
+  blockIndex @1 :Int32;
+  hash @2 :UInt64;
+}
+
+struct BlockGrow {
+  requestId @0 :UInt64;
+  hashes @1 :List(UInt64);
+  maxHitBlocks @2 :Int32;
+  totalBlocks @3 :Int32;
+}
+
+struct PoolStep {
+  header @0 :CommandHeader;
+  releases @1 :List(UInt64);
+  commits @2 :List(BlockCommit);
+  evictHbm @3 :Bool;
+  grows @4 :List(BlockGrow);
+}
+
+struct GrowResult {
+  requestId @0 :UInt64;
+  ok @1 :Bool;
+  numHitBlocks @2 :Int32;
+  blockTable @3 :List(Int32);
+}
+
+struct PoolStepDone {
+  header @0 :CommandHeader;
+  results @1 :List(GrowResult);
+  numEvicted @2 :Int32;
+  numFree @3 :Int32;
+  numCached @4 :Int32;
+}
+
+# --- messages/connector.hpp -------------------------------------------------------------------
+
+struct ConnectorLookup {
+  requestId @0 :UInt64;
+  hashes @1 :List(UInt64);
+  numPromptTokens @2 :Int32;
+}
+
+struct ConnectorLookupDone {
+  requestId @0 :UInt64;
+  cpuTokens @1 :Int32;
+  storeTokens @2 :Int32;
+  connector @3 :Text;
+}
+
+# --- messages/store.hpp -----------------------------------------------------------------------
+
+struct ObjectKey {
+  namespaceId @0 :UInt64;
+  hash @1 :UInt64;
+  kind @2 :UInt8;  # ordo::object_kind: 0 kv_chunk, 1 state_image
+}
+
+struct StoreContains {
+  keys @0 :List(ObjectKey);
+}
+
+struct StoreContainsDone {
+  numLeadingCommitted @0 :Int32;
+}
+
+struct StoreStats {
+  numObjects @0 :Int64;
+  bytesUsed @1 :Int64;
+  bytesCapacity @2 :Int64;
+}

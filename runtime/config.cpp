@@ -1,0 +1,419 @@
+#include "runtime/config.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+namespace ordo {
+
+namespace {
+
+// Allowed keys per section, in canonical order (describe() and error messages use it).
+const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> s = {
+      {"model", {"preset", "size", "seed", "kv_dtype"}},
+      {"device", {"kind", "chaos_seed"}},
+      {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
+      {"scheduler", {"max_batch_tokens", "max_num_seqs"}},
+      {"kv_transfer", {"connector", "kv_role", "config"}},
+      {"server", {"host", "port"}},
+      {"log", {"level"}},
+  };
+  return s;
+}
+
+// Keys whose value is text: a `--set` value for them is taken verbatim unless quoted.
+bool is_string_key(const std::string& dotted) {
+  static const std::vector<std::string> keys = {
+      "model.preset",          "model.size",          "model.kv_dtype",     "device.kind",
+      "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config", "server.host",
+      "log.level"};
+  return std::find(keys.begin(), keys.end(), dotted) != keys.end();
+}
+
+std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < xs.size(); ++i)
+    out += (i ? sep : "") + xs[i];
+  return out;
+}
+
+std::string in_quotes(const std::string& s) {
+  return "\"" + s + "\"";
+}
+
+// A TOML value as the user would have written it (strings quoted).
+std::string shown(const toml::node& n) {
+  if (auto s = n.as_string())
+    return in_quotes(s->get());
+  std::ostringstream os;
+  if (auto t = n.as_table()) { // a sub-table, shown on one line
+    toml::table copy = *t;
+    copy.is_inline(true);
+    os << copy;
+    return os.str();
+  }
+  n.visit([&](auto&& v) { os << v; });
+  return os.str();
+}
+
+[[noreturn]] void fail(const std::string& msg) {
+  throw config_error(msg);
+}
+
+// --- enum names -------------------------------------------------------------------------------
+
+const std::vector<std::pair<model_preset, std::string>> preset_names = {
+    {model_preset::dense, "dense"},
+    {model_preset::gdn_hybrid, "gdn_hybrid"},
+    {model_preset::qsa_gdn_ple, "qsa_gdn_ple"}};
+const std::vector<std::pair<model_size, std::string>> size_names = {{model_size::tiny, "tiny"},
+                                                                    {model_size::b1, "1b"}};
+const std::vector<std::pair<kv_dtype, std::string>> dtype_names = {
+    {kv_dtype::fp32, "fp32"}, {kv_dtype::bf16, "bf16"}, {kv_dtype::fp8, "fp8"}};
+const std::vector<std::string> device_kinds = {"cpu", "hip"};
+const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
+const std::vector<std::string> connectors_available = {"none"};
+const std::vector<std::string> connectors_planned = {"offload"};
+const std::vector<std::string> kv_roles_available = {"kv_both"};
+const std::vector<std::string> kv_roles_planned = {"kv_producer", "kv_consumer"};
+
+template <class E>
+std::vector<std::string> names_of(const std::vector<std::pair<E, std::string>>& table) {
+  std::vector<std::string> out;
+  for (auto& [e, name] : table)
+    out.push_back(name);
+  return out;
+}
+
+template <class E>
+const std::string& name_of(const std::vector<std::pair<E, std::string>>& table, E e) {
+  for (auto& [value, name] : table)
+    if (value == e)
+      return name;
+  static const std::string unknown = "?";
+  return unknown;
+}
+
+bool contains(const std::vector<std::string>& xs, const std::string& x) {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+// A choice among `available`; `planned` values are recognised but refused with their own words.
+void check_choice(const std::string& key, const std::string& value,
+                  const std::vector<std::string>& available,
+                  const std::vector<std::string>& planned = {}) {
+  if (contains(available, value))
+    return;
+  if (contains(planned, value))
+    fail(key + " = " + in_quotes(value) + " is not available yet; allowed: " + join(available));
+  fail(key + " = " + in_quotes(value) + ": must be one of " + join(available));
+}
+
+// --- reading the TOML tree --------------------------------------------------------------------
+
+class reader {
+public:
+  explicit reader(const toml::table& root) : root_(root) {}
+
+  const toml::node* find(const std::string& section, const std::string& key) const {
+    auto sec = root_.get_as<toml::table>(section);
+    return sec ? sec->get(key) : nullptr;
+  }
+
+  bool has(const std::string& section, const std::string& key) const {
+    return find(section, key) != nullptr;
+  }
+
+  void string(const std::string& section, const std::string& key, std::string& out,
+              const std::string& rule) const {
+    auto n = find(section, key);
+    if (!n)
+      return;
+    auto s = n->as_string();
+    if (!s)
+      fail(section + "." + key + " = " + shown(*n) + ": must be a string, " + rule);
+    out = s->get();
+  }
+
+  template <class E>
+  void choice(const std::string& section, const std::string& key, E& out,
+              const std::vector<std::pair<E, std::string>>& table) const {
+    std::string name;
+    string(section, key, name, "one of " + join(names_of(table)));
+    if (!find(section, key))
+      return;
+    for (auto& [value, n] : table) {
+      if (n == name) {
+        out = value;
+        return;
+      }
+    }
+    fail(section + "." + key + " = " + in_quotes(name) + ": must be one of " + join(names_of(table)));
+  }
+
+  // Integers within [lo, hi] of the field's C++ type; finer ranges are validate()'s job.
+  int64_t integer(const std::string& section, const std::string& key, int64_t fallback,
+                  int64_t lo, int64_t hi, const std::string& rule) const {
+    auto n = find(section, key);
+    if (!n)
+      return fallback;
+    auto i = n->as_integer();
+    if (!i)
+      fail(section + "." + key + " = " + shown(*n) + ": must be an integer, " + rule);
+    int64_t v = i->get();
+    if (v < lo || v > hi)
+      fail(section + "." + key + " = " + std::to_string(v) + ": must be " + rule);
+    return v;
+  }
+
+private:
+  const toml::table& root_;
+};
+
+// Refuses keys and sections the schema does not list, naming what is allowed.
+void check_known_keys(const toml::table& root) {
+  std::vector<std::string> sections;
+  for (auto& [name, keys] : schema())
+    sections.push_back(name);
+  for (auto&& [k, node] : root) {
+    const std::string section(k.str());
+    auto it = std::find_if(schema().begin(), schema().end(),
+                           [&](auto& s) { return s.first == section; });
+    if (it == schema().end()) {
+      if (node.is_table())
+        fail("unknown section [" + section + "]; allowed sections: " + join(sections));
+      fail("unknown key " + section + " = " + shown(node) +
+           " at top level; keys belong in a section: " + join(sections));
+    }
+    auto tbl = node.as_table();
+    if (!tbl)
+      fail(section + " = " + shown(node) + ": must be a table ([" + section + "] section)");
+    for (auto&& [kk, value] : *tbl) {
+      const std::string key(kk.str());
+      if (!contains(it->second, key))
+        fail("unknown key " + section + "." + key + " = " + shown(value) + "; allowed keys in [" +
+             section + "]: " + join(it->second));
+    }
+  }
+}
+
+// Applies one `section.key=value`; the value is TOML when it parses as one, else plain text.
+void apply_override(toml::table& root, const std::string& item) {
+  auto eq = item.find('=');
+  if (eq == std::string::npos)
+    fail("--set " + in_quotes(item) + ": expected section.key=value, e.g. cache.block_size=16");
+  std::string dotted = item.substr(0, eq);
+  std::string raw = item.substr(eq + 1);
+  auto dot = dotted.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == dotted.size() ||
+      dotted.find('.', dot + 1) != std::string::npos)
+    fail("--set " + in_quotes(item) + ": key " + in_quotes(dotted) +
+         " must be section.key, e.g. server.port");
+  std::string section = dotted.substr(0, dot);
+  std::string key = dotted.substr(dot + 1);
+
+  toml::table parsed;
+  bool as_toml = false;
+  try {
+    parsed = toml::parse("v = " + raw);
+    auto v = parsed.get("v");
+    // A bare word for a text key (server.host=127.0.0.1, model.preset=dense) stays text.
+    as_toml = parsed.size() == 1 && v && (!is_string_key(dotted) || v->is_string());
+  } catch (const toml::parse_error&) {
+    as_toml = false;
+  }
+
+  if (!root.contains(section))
+    root.insert(section, toml::table{});
+  auto sec = root.get_as<toml::table>(section);
+  if (!sec)
+    fail("--set " + in_quotes(item) + ": " + section + " is not a table in the config file");
+  if (as_toml)
+    parsed.get("v")->visit([&](auto&& v) { sec->insert_or_assign(key, v); });
+  else
+    sec->insert_or_assign(key, raw);
+}
+
+// vLLM's --kv-transfer-config shape: {"kv_connector":"none","kv_role":"kv_both"}.
+void apply_kv_transfer_json(const reader& r, node_config& cfg) {
+  auto n = r.find("kv_transfer", "config");
+  if (!n)
+    return;
+  auto s = n->as_string();
+  const std::string example = R"({"kv_connector":"none","kv_role":"kv_both"})";
+  if (!s)
+    fail("kv_transfer.config = " + shown(*n) + ": must be a JSON string like '" + example + "'");
+  const std::string text = s->get();
+  const std::string key = "kv_transfer.config = '" + text + "'";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(key + ": invalid JSON (" + e.what() + "); expected an object like '" + example + "'");
+  }
+  if (!j.is_object())
+    fail(key + ": must be a JSON object like '" + example + "'");
+  const std::vector<std::string> allowed = {"kv_connector", "kv_role"};
+  for (auto& [k, v] : j.items()) {
+    if (!contains(allowed, k))
+      fail(key + ": unknown key " + in_quotes(k) + "; allowed keys: " + join(allowed));
+    if (!v.is_string())
+      fail(key + ": " + k + " = " + v.dump() + ": must be a string");
+  }
+  auto take = [&](const char* json_key, const char* toml_key, std::string& field) {
+    if (!j.contains(json_key))
+      return;
+    std::string v = j[json_key].get<std::string>();
+    if (r.has("kv_transfer", toml_key) && v != field)
+      fail(key + ": " + json_key + " = " + in_quotes(v) + " disagrees with kv_transfer." + toml_key +
+           " = " + in_quotes(field) + "; set one of them");
+    field = v;
+  };
+  take("kv_connector", "connector", cfg.connector);
+  take("kv_role", "kv_role", cfg.kv_role);
+}
+
+node_config from_table(const toml::table& root) {
+  check_known_keys(root);
+  reader r(root);
+  node_config cfg;
+  constexpr int64_t i32_min = INT32_MIN, i32_max = INT32_MAX, i64_max = INT64_MAX;
+
+  r.choice("model", "preset", cfg.preset, preset_names);
+  r.choice("model", "size", cfg.size, size_names);
+  cfg.model_seed = static_cast<uint64_t>(
+      r.integer("model", "seed", 0, 0, i64_max, "a non-negative integer"));
+  r.choice("model", "kv_dtype", cfg.kv, dtype_names);
+
+  r.string("device", "kind", cfg.device_kind, "one of " + join(device_kinds));
+  cfg.chaos_seed = static_cast<uint64_t>(
+      r.integer("device", "chaos_seed", 0, 0, i64_max, "a non-negative integer (0 = off)"));
+
+  auto i32 = [&](const char* section, const char* key, int32_t& field, const std::string& rule) {
+    field = static_cast<int32_t>(r.integer(section, key, field, i32_min, i32_max, rule));
+  };
+  i32("cache", "block_size", cfg.block_size, "a power of two between 4 and 256");
+  i32("cache", "chunk_size", cfg.chunk_size, "a positive multiple of cache.block_size");
+  i32("cache", "num_blocks", cfg.num_blocks, "at least 16");
+  i32("cache", "checkpoint_interval", cfg.checkpoint_interval,
+      "-1 (prompt-end anchor only), 0 (no checkpoints) or a positive interval in tokens");
+  i32("scheduler", "max_batch_tokens", cfg.max_batch_tokens, "at least cache.block_size");
+  i32("scheduler", "max_num_seqs", cfg.max_num_seqs, "between 1 and 256");
+
+  r.string("kv_transfer", "connector", cfg.connector, "one of " + join(connectors_available));
+  r.string("kv_transfer", "kv_role", cfg.kv_role, "one of " + join(kv_roles_available));
+  apply_kv_transfer_json(r, cfg);
+
+  r.string("server", "host", cfg.host, "a host name or IP address");
+  i32("server", "port", cfg.port, "between 0 and 65535");
+
+  r.string("log", "level", cfg.log_level, "one of " + join(log_levels));
+  return cfg;
+}
+
+} // namespace
+
+node_config parse_config(const std::string& toml_text, const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text);
+  } catch (const toml::parse_error& e) {
+    fail("config: TOML syntax error at line " + std::to_string(e.source().begin.line) +
+         ", column " + std::to_string(e.source().begin.column) + ": " +
+         std::string(e.description()));
+  }
+  for (auto& item : overrides)
+    apply_override(root, item);
+  node_config cfg = from_table(root);
+  validate(cfg);
+  return cfg;
+}
+
+node_config load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail("config file " + in_quotes(path) + ": cannot be opened");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return parse_config(ss.str(), overrides);
+  } catch (const config_error& e) {
+    // Syntax errors need the file name; value errors already name their key.
+    std::string msg = e.what();
+    if (msg.rfind("config: ", 0) == 0)
+      fail("config file " + in_quotes(path) + msg.substr(6));
+    throw;
+  }
+}
+
+void validate(const node_config& cfg) {
+  auto bad = [](const std::string& key, int64_t v, const std::string& rule) {
+    fail(key + " = " + std::to_string(v) + ": must be " + rule);
+  };
+  check_choice("device.kind", cfg.device_kind, device_kinds);
+
+  const int32_t b = cfg.block_size;
+  if (b < 4 || b > 256 || (b & (b - 1)) != 0)
+    bad("cache.block_size", b, "a power of two between 4 and 256");
+  if (cfg.chunk_size <= 0 || cfg.chunk_size % b != 0)
+    bad("cache.chunk_size", cfg.chunk_size,
+        "a positive multiple of cache.block_size (" + std::to_string(b) + ")");
+  if (cfg.num_blocks < 16)
+    bad("cache.num_blocks", cfg.num_blocks, "at least 16");
+  if (cfg.checkpoint_interval < -1)
+    bad("cache.checkpoint_interval", cfg.checkpoint_interval,
+        "-1 (prompt-end anchor only), 0 (no checkpoints) or a positive interval in tokens");
+
+  if (cfg.max_batch_tokens < b)
+    bad("scheduler.max_batch_tokens", cfg.max_batch_tokens,
+        "at least cache.block_size (" + std::to_string(b) + ")");
+  if (cfg.max_num_seqs < 1 || cfg.max_num_seqs > 256)
+    bad("scheduler.max_num_seqs", cfg.max_num_seqs, "between 1 and 256");
+
+  check_choice("kv_transfer.connector", cfg.connector, connectors_available, connectors_planned);
+  check_choice("kv_transfer.kv_role", cfg.kv_role, kv_roles_available, kv_roles_planned);
+
+  if (cfg.host.empty())
+    fail("server.host = \"\": must be a host name or IP address");
+  if (cfg.port < 0 || cfg.port > 65535)
+    bad("server.port", cfg.port, "between 0 and 65535");
+
+  check_choice("log.level", cfg.log_level, log_levels);
+}
+
+std::string describe(const node_config& cfg) {
+  std::ostringstream os;
+  os << "model.preset=" << name_of(preset_names, cfg.preset)
+     << " model.size=" << name_of(size_names, cfg.size) << " model.seed=" << cfg.model_seed
+     << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " device.kind=" << cfg.device_kind
+     << " device.chaos_seed=" << cfg.chaos_seed << " cache.block_size=" << cfg.block_size
+     << " cache.chunk_size=" << cfg.chunk_size << " cache.num_blocks=" << cfg.num_blocks
+     << " cache.checkpoint_interval=" << cfg.checkpoint_interval
+     << " scheduler.max_batch_tokens=" << cfg.max_batch_tokens
+     << " scheduler.max_num_seqs=" << cfg.max_num_seqs
+     << " kv_transfer.connector=" << cfg.connector << " kv_transfer.kv_role=" << cfg.kv_role
+     << " server.host=" << cfg.host << " server.port=" << cfg.port
+     << " log.level=" << cfg.log_level;
+  return os.str();
+}
+
+model_options to_model_options(const node_config& cfg) {
+  model_options o;
+  o.preset = cfg.preset;
+  o.size = cfg.size;
+  o.seed = cfg.model_seed;
+  o.kv = cfg.kv;
+  o.block_size = cfg.block_size;
+  o.num_blocks = cfg.num_blocks;
+  o.max_batch_tokens = cfg.max_batch_tokens;
+  o.max_state_slots = cfg.max_num_seqs; // every running request may hold a state slot
+  return o;
+}
+
+} // namespace ordo

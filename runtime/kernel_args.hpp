@@ -1,0 +1,177 @@
+// Arguments of the model's ops, one plain struct per op. Every pointer is device memory; every
+// op is batch-invariant: a row's result depends only on that row (and its request's earlier
+// rows and state), never on the other rows of the batch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/batch.hpp"
+#include "runtime/kv_layout.hpp"
+
+namespace ordo {
+
+// y[r, 0:out] (+)= x[r, 0:in] · W[out × in]ᵀ
+struct matmul_args {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const float* w = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int32_t rows = 0, in = 0, out = 0;
+  bool accumulate = false;
+};
+
+// y = x / rms(x) * w
+struct rmsnorm_args {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const float* w = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int32_t rows = 0, dim = 0;
+  float eps = 1e-6f;
+};
+
+// out[r] = table[ids[r]]
+struct embed_args {
+  const int32_t* ids = nullptr;
+  const float* table = nullptr;
+  float* out = nullptr;
+  int32_t rows = 0, dim = 0, table_rows = 0;
+};
+
+// Rotates `heads` heads of head_dim starting at x in place (pairs i, i + head_dim/2), with the
+// cos/sin table [max_positions × head_dim/2 × 2] built once on the host.
+struct rope_args {
+  float* x = nullptr;
+  int64_t ldx = 0;
+  const int32_t* positions = nullptr;
+  const float* cos_sin = nullptr;
+  int32_t rows = 0, heads = 0, head_dim = 0, max_positions = 0;
+};
+
+// out[r, i] = silu(gate_up[r, i]) * gate_up[r, dim + i]
+struct swiglu_args {
+  const float* gate_up = nullptr;
+  float* out = nullptr;
+  int32_t rows = 0, dim = 0;
+};
+
+// Writes rows of `heads × head_dim` floats into KV slots (slot < 0: skipped), converted to dtype;
+// fp8 also writes one fp32 scale per (row, head) into scale_region.
+struct kv_store_args {
+  const float* src = nullptr;
+  int64_t ld = 0;
+  const int32_t* slot_mapping = nullptr;
+  void* region = nullptr;
+  float* scale_region = nullptr;
+  elem_dtype dtype = elem_dtype::fp32;
+  int32_t rows = 0, heads = 0, head_dim = 0;
+};
+
+// Causal attention of each row over its request's positions [0, position], read from the arena
+// through the block table (the rows of this batch were stored first).
+struct paged_attention_args {
+  device_batch batch;
+  const float* q = nullptr;
+  int64_t ldq = 0;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  elem_dtype dtype = elem_dtype::fp32;
+  float* out = nullptr;
+  int64_t ldo = 0;
+  int32_t num_q_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
+};
+
+// For each row at position p with p % group == group - 1: compressed[group of p] = mean of the
+// raw index keys of the group (read from the arena, so earlier steps' rows count).
+struct index_compress_args {
+  device_batch batch;
+  const float* raw = nullptr;   // [slots × dim]
+  float* compressed = nullptr;  // [slots / group × dim]
+  int32_t dim = 0, block_size = 0, group = 4;
+};
+
+// Paged attention over the local window [p - window + 1, p] plus the top_k groups (entirely
+// before the window) by index score index_q · compressed; ties go to the earlier group.
+struct sparse_attention_args {
+  paged_attention_args attn;
+  const float* index_q = nullptr;
+  int64_t ld_index_q = 0;
+  const float* compressed = nullptr;
+  int32_t index_dim = 0, window = 64, top_k = 4, group = 4;
+};
+
+// Zeroes the state slot of every request with req_reset_state == 1.
+struct state_reset_args {
+  device_batch batch;
+  uint8_t* state_base = nullptr;
+  size_t slot_bytes = 0;
+  int32_t num_slots = 0;
+};
+
+// Causal depthwise conv of width `width` along each request's rows, continuing from the
+// request's conv state ((width-1) × channels fp32, oldest first) and leaving the last inputs there.
+struct causal_conv_args {
+  device_batch batch;
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const float* w = nullptr; // [channels × width], tap width-1 multiplies the current input
+  uint8_t* state_base = nullptr;
+  size_t slot_bytes = 0, state_offset = 0;
+  int32_t num_slots = 0, channels = 0, width = 4;
+  bool silu = false;
+};
+
+// Gated delta rule per head, token by token. qkv row = [q (H×dk) | k (H×dk) | v (H×dv)] after
+// conv; abg row = [a (H) | b (H) | gate (H×dv)] raw projections. a = sigmoid(a + a_bias),
+// b = sigmoid(b), q,k L2-normalised (q also scaled by 1/sqrt(dk)), out = (S q) * silu(gate).
+struct gdn_args {
+  device_batch batch;
+  const float* qkv = nullptr;
+  int64_t ld_qkv = 0;
+  const float* abg = nullptr;
+  int64_t ld_abg = 0;
+  const float* a_bias = nullptr; // [H]
+  float* out = nullptr;          // [rows × H×dv]
+  int64_t ldo = 0;
+  uint8_t* state_base = nullptr;
+  size_t slot_bytes = 0, state_offset = 0; // state: H × dv × dk fp32, S[h][i][j]
+  int32_t num_slots = 0, heads = 0, dk = 0, dv = 0;
+};
+
+// PLE n-gram ids: for each row, bucket = hash(last n token ids of its request) % num_buckets,
+// using the request's window (n-1 ids stored as id+1, 0 = before the start) and updating it.
+struct ple_ngram_args {
+  device_batch batch;
+  int32_t* buckets = nullptr; // [rows]
+  uint8_t* state_base = nullptr;
+  size_t slot_bytes = 0, state_offset = 0;
+  int32_t num_slots = 0, n = 3, num_buckets = 0;
+  uint64_t hash_seed = 0;
+};
+
+// out[i] = x[rows[i]]
+struct gather_rows_args {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const int32_t* row_ids = nullptr;
+  float* out = nullptr;
+  int32_t count = 0, dim = 0;
+};
+
+// sampled[i] from logits[i]: argmax (lowest id on ties) when temperature is 0, else a draw from
+// softmax(logits / T) with a uniform hashed from (sample_seed[i], position of sample_rows[i]).
+struct sample_args {
+  device_batch batch;
+  const float* logits = nullptr;
+  int32_t* sampled = nullptr;
+  int32_t vocab = 0;
+};
+
+} // namespace ordo

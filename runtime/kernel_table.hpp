@@ -1,0 +1,38 @@
+// The model's ops as work on a device stream (DESIGN §2.2): one virtual per op. The CPU table
+// enqueues the reference kernels of kernels/cpu as host work; a GPU table launches kernels.
+// Runs on: the thread that enqueues the forward (the model runner's); the ops run on the stream.
+#pragma once
+
+#include <memory>
+
+#include "runtime/device.hpp"
+#include "runtime/kernel_args.hpp"
+
+namespace ordo {
+
+class kernel_table {
+public:
+  virtual ~kernel_table() = default;
+
+  virtual void matmul(stream_kind s, const matmul_args& a) = 0;
+  virtual void rmsnorm(stream_kind s, const rmsnorm_args& a) = 0;
+  virtual void embed(stream_kind s, const embed_args& a) = 0;
+  virtual void rope(stream_kind s, const rope_args& a) = 0;
+  virtual void swiglu(stream_kind s, const swiglu_args& a) = 0;
+  virtual void kv_store(stream_kind s, const kv_store_args& a) = 0;
+  virtual void paged_attention(stream_kind s, const paged_attention_args& a) = 0;
+  virtual void index_compress(stream_kind s, const index_compress_args& a) = 0;
+  virtual void sparse_attention(stream_kind s, const sparse_attention_args& a) = 0;
+  virtual void state_reset(stream_kind s, const state_reset_args& a) = 0;
+  virtual void causal_conv(stream_kind s, const causal_conv_args& a) = 0;
+  virtual void gdn(stream_kind s, const gdn_args& a) = 0;
+  virtual void ple_ngram(stream_kind s, const ple_ngram_args& a) = 0;
+  virtual void gather_rows(stream_kind s, const gather_rows_args& a) = 0;
+  virtual void sample(stream_kind s, const sample_args& a) = 0;
+};
+
+// The table for `dev`: the CPU reference table when dev.runs_host_work(); throws
+// std::invalid_argument for a device without a kernel table yet.
+std::unique_ptr<kernel_table> make_kernel_table(device& dev);
+
+} // namespace ordo

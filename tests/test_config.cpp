@@ -1,0 +1,271 @@
+#include <catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "runtime/config.hpp"
+
+using namespace ordo;
+
+namespace {
+
+// The error message parse_config gives, or "" when the config is accepted.
+std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(toml, overrides);
+  } catch (const config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("a full valid file is read into every field", "[config]") {
+  const node_config cfg = parse_config(R"(
+[model]
+preset = "gdn_hybrid"
+size = "1b"
+seed = 42
+kv_dtype = "fp8"
+[device]
+kind = "hip"
+chaos_seed = 7
+[cache]
+block_size = 16
+chunk_size = 128
+num_blocks = 1024
+checkpoint_interval = -1
+[scheduler]
+max_batch_tokens = 2048
+max_num_seqs = 256
+[kv_transfer]
+connector = "none"
+[server]
+host = "0.0.0.0"
+port = 0
+[log]
+level = "debug"
+)");
+  CHECK(cfg.preset == model_preset::gdn_hybrid);
+  CHECK(cfg.size == model_size::b1);
+  CHECK(cfg.model_seed == 42);
+  CHECK(cfg.kv == kv_dtype::fp8);
+  CHECK(cfg.device_kind == "hip");
+  CHECK(cfg.chaos_seed == 7);
+  CHECK(cfg.block_size == 16);
+  CHECK(cfg.chunk_size == 128);
+  CHECK(cfg.num_blocks == 1024);
+  CHECK(cfg.checkpoint_interval == -1);
+  CHECK(cfg.max_batch_tokens == 2048);
+  CHECK(cfg.max_num_seqs == 256);
+  CHECK(cfg.connector == "none");
+  CHECK(cfg.host == "0.0.0.0");
+  CHECK(cfg.port == 0);
+  CHECK(cfg.log_level == "debug");
+
+  const model_options mo = to_model_options(cfg);
+  CHECK(mo.preset == model_preset::gdn_hybrid);
+  CHECK(mo.size == model_size::b1);
+  CHECK(mo.seed == 42);
+  CHECK(mo.kv == kv_dtype::fp8);
+  CHECK(mo.block_size == 16);
+  CHECK(mo.num_blocks == 1024);
+  CHECK(mo.max_batch_tokens == 2048);
+  CHECK(mo.max_state_slots == 256);
+}
+
+TEST_CASE("an empty file gives the defaults, and describe() is canonical", "[config]") {
+  const node_config cfg = parse_config("");
+  CHECK(describe(cfg) ==
+        "model.preset=qsa_gdn_ple model.size=tiny model.seed=0 model.kv_dtype=fp32 "
+        "device.kind=cpu device.chaos_seed=0 cache.block_size=64 cache.chunk_size=256 "
+        "cache.num_blocks=512 cache.checkpoint_interval=256 scheduler.max_batch_tokens=512 "
+        "scheduler.max_num_seqs=16 kv_transfer.connector=none kv_transfer.kv_role=kv_both "
+        "server.host=127.0.0.1 server.port=8000 log.level=info");
+}
+
+TEST_CASE("describe() output fed back as overrides gives the same config", "[config]") {
+  const node_config a = parse_config("[model]\npreset = \"dense\"\nseed = 9\n[cache]\nblock_size = 16\n");
+  std::vector<std::string> items;
+  std::string d = describe(a);
+  for (size_t start = 0, end; start < d.size(); start = end + 1) {
+    end = d.find(' ', start);
+    if (end == std::string::npos)
+      end = d.size();
+    items.push_back(d.substr(start, end - start));
+  }
+  CHECK(items.size() == 17);
+  CHECK(describe(parse_config("", items)) == d);
+}
+
+TEST_CASE("the shipped configs load and say what they promise", "[config]") {
+  const node_config def = load_config_file("configs/default.toml");
+  CHECK(describe(def) == describe(node_config{})); // the file spells out the defaults
+  CHECK(def.preset == model_preset::qsa_gdn_ple);
+  CHECK(def.block_size == 64);
+  CHECK(def.chunk_size == 256);
+  CHECK(def.num_blocks == 512);
+  CHECK(def.checkpoint_interval == 256);
+  CHECK(def.max_batch_tokens == 512);
+  CHECK(def.port == 8000);
+
+  const node_config dense = load_config_file("configs/dense.toml");
+  CHECK(dense.preset == model_preset::dense);
+  CHECK(dense.block_size == 16);
+
+  const node_config gdn = load_config_file("configs/gdn_hybrid.toml");
+  CHECK(gdn.preset == model_preset::gdn_hybrid);
+  CHECK(gdn.block_size == 16);
+}
+
+TEST_CASE("each invalid value gets one message with key, value and what is allowed", "[config]") {
+  using Catch::Matchers::Equals;
+  CHECK_THAT(error_of("[cache]\nblock_size = 48"),
+             Equals("cache.block_size = 48: must be a power of two between 4 and 256"));
+  CHECK_THAT(error_of("[cache]\nblock_size = 512"),
+             Equals("cache.block_size = 512: must be a power of two between 4 and 256"));
+  CHECK_THAT(error_of("[cache]\nblock_size = 2"),
+             Equals("cache.block_size = 2: must be a power of two between 4 and 256"));
+  CHECK_THAT(error_of("[cache]\nblock_size = \"64\""),
+             Equals("cache.block_size = \"64\": must be an integer, a power of two between 4 "
+                    "and 256"));
+  CHECK_THAT(error_of("[cache]\nblock_size = 99999999999"),
+             Equals("cache.block_size = 99999999999: must be a power of two between 4 and 256"));
+  CHECK_THAT(error_of("[cache]\nchunk_size = 100"),
+             Equals("cache.chunk_size = 100: must be a positive multiple of cache.block_size (64)"));
+  CHECK_THAT(error_of("[cache]\nchunk_size = 0"),
+             Equals("cache.chunk_size = 0: must be a positive multiple of cache.block_size (64)"));
+  CHECK_THAT(error_of("[cache]\nnum_blocks = 15"),
+             Equals("cache.num_blocks = 15: must be at least 16"));
+  CHECK_THAT(error_of("[cache]\ncheckpoint_interval = -2"),
+             Equals("cache.checkpoint_interval = -2: must be -1 (prompt-end anchor only), 0 (no "
+                    "checkpoints) or a positive interval in tokens"));
+  CHECK_THAT(error_of("[scheduler]\nmax_batch_tokens = 32"),
+             Equals("scheduler.max_batch_tokens = 32: must be at least cache.block_size (64)"));
+  CHECK_THAT(error_of("[scheduler]\nmax_num_seqs = 0"),
+             Equals("scheduler.max_num_seqs = 0: must be between 1 and 256"));
+  CHECK_THAT(error_of("[scheduler]\nmax_num_seqs = 257"),
+             Equals("scheduler.max_num_seqs = 257: must be between 1 and 256"));
+  CHECK_THAT(error_of("[server]\nport = 65536"),
+             Equals("server.port = 65536: must be between 0 and 65535"));
+  CHECK_THAT(error_of("[server]\nport = -1"), Equals("server.port = -1: must be between 0 and 65535"));
+  CHECK_THAT(error_of("[server]\nhost = \"\""),
+             Equals("server.host = \"\": must be a host name or IP address"));
+  CHECK_THAT(error_of("[model]\npreset = \"llama\""),
+             Equals("model.preset = \"llama\": must be one of dense, gdn_hybrid, qsa_gdn_ple"));
+  CHECK_THAT(error_of("[model]\npreset = 3"),
+             Equals("model.preset = 3: must be a string, one of dense, gdn_hybrid, qsa_gdn_ple"));
+  CHECK_THAT(error_of("[model]\nsize = \"7b\""), Equals("model.size = \"7b\": must be one of tiny, 1b"));
+  CHECK_THAT(error_of("[model]\nkv_dtype = \"fp16\""),
+             Equals("model.kv_dtype = \"fp16\": must be one of fp32, bf16, fp8"));
+  CHECK_THAT(error_of("[model]\nseed = -1"),
+             Equals("model.seed = -1: must be a non-negative integer"));
+  CHECK_THAT(error_of("[device]\nkind = \"tpu\""), Equals("device.kind = \"tpu\": must be one of cpu, hip"));
+  CHECK_THAT(error_of("[device]\nchaos_seed = 1.5"),
+             Equals("device.chaos_seed = 1.5: must be an integer, a non-negative integer (0 = off)"));
+  CHECK_THAT(error_of("[log]\nlevel = \"verbose\""),
+             Equals("log.level = \"verbose\": must be one of trace, debug, info, warn, error"));
+}
+
+TEST_CASE("connector offload is recognised but refused for now", "[config]") {
+  using Catch::Matchers::Equals;
+  CHECK_THAT(error_of("[kv_transfer]\nconnector = \"offload\""),
+             Equals("kv_transfer.connector = \"offload\" is not available yet; allowed: none"));
+  CHECK_THAT(error_of("[kv_transfer]\nconnector = \"lmcache\""),
+             Equals("kv_transfer.connector = \"lmcache\": must be one of none"));
+  CHECK_THAT(error_of("[kv_transfer]\nkv_role = \"kv_producer\""),
+             Equals("kv_transfer.kv_role = \"kv_producer\" is not available yet; allowed: kv_both"));
+}
+
+TEST_CASE("unknown keys and sections are errors naming what is allowed", "[config]") {
+  using Catch::Matchers::Equals;
+  CHECK_THAT(error_of("[cache]\nblock_sise = 16"),
+             Equals("unknown key cache.block_sise = 16; allowed keys in [cache]: block_size, "
+                    "chunk_size, num_blocks, checkpoint_interval"));
+  CHECK_THAT(error_of("[caches]\nblock_size = 16"),
+             Equals("unknown section [caches]; allowed sections: model, device, cache, "
+                    "scheduler, kv_transfer, server, log"));
+  CHECK_THAT(error_of("port = 1"),
+             Equals("unknown key port = 1 at top level; keys belong in a section: model, device, "
+                    "cache, scheduler, kv_transfer, server, log"));
+  CHECK_THAT(error_of("[model.extra]\nx = 1"),
+             Equals("unknown key model.extra = { x = 1 }; allowed keys in [model]: preset, size, "
+                    "seed, kv_dtype"));
+}
+
+TEST_CASE("syntax errors give the position", "[config]") {
+  CHECK(error_of("[cache\nblock_size = 16").rfind("config: TOML syntax error at line 1", 0) == 0);
+  CHECK_THROWS_WITH(load_config_file("configs/no_such_file.toml"),
+                    "config file \"configs/no_such_file.toml\": cannot be opened");
+}
+
+TEST_CASE("--set overrides apply after the file, bare words become text", "[config]") {
+  const std::string file = "[model]\npreset = \"qsa_gdn_ple\"\n[cache]\nblock_size = 64\n";
+  const node_config cfg =
+      parse_config(file, {"model.preset=dense", "cache.block_size=16", "server.host=10.1.2.3",
+                          "server.port=0", "log.level=\"warn\"", "device.chaos_seed=123"});
+  CHECK(cfg.preset == model_preset::dense);
+  CHECK(cfg.block_size == 16);
+  CHECK(cfg.host == "10.1.2.3");
+  CHECK(cfg.port == 0);
+  CHECK(cfg.log_level == "warn");
+  CHECK(cfg.chaos_seed == 123);
+
+  // The last override of a key wins.
+  CHECK(parse_config("", {"cache.num_blocks=32", "cache.num_blocks=64"}).num_blocks == 64);
+
+  using Catch::Matchers::Equals;
+  CHECK_THAT(error_of(file, {"cache.block_size=48"}),
+             Equals("cache.block_size = 48: must be a power of two between 4 and 256"));
+  CHECK_THAT(error_of(file, {"cache.block_size=big"}),
+             Equals("cache.block_size = \"big\": must be an integer, a power of two between 4 "
+                    "and 256"));
+  CHECK_THAT(error_of(file, {"cache.bogus=1"}),
+             Equals("unknown key cache.bogus = 1; allowed keys in [cache]: block_size, "
+                    "chunk_size, num_blocks, checkpoint_interval"));
+  CHECK_THAT(error_of(file, {"nosection=1"}),
+             Equals("--set \"nosection=1\": key \"nosection\" must be section.key, e.g. server.port"));
+  CHECK_THAT(error_of(file, {"cache.block_size"}),
+             Equals("--set \"cache.block_size\": expected section.key=value, e.g. "
+                    "cache.block_size=16"));
+}
+
+TEST_CASE("kv_transfer.config accepts vLLM-shaped JSON", "[config]") {
+  using Catch::Matchers::Equals;
+  const node_config cfg =
+      parse_config("[kv_transfer]\nconfig = '{\"kv_connector\":\"none\",\"kv_role\":\"kv_both\"}'");
+  CHECK(cfg.connector == "none");
+  CHECK(cfg.kv_role == "kv_both");
+
+  // Through --set, unquoted, as it would be typed in a shell.
+  CHECK(parse_config("", {R"(kv_transfer.config={"kv_connector":"none"})"}).connector == "none");
+
+  CHECK_THAT(error_of(R"([kv_transfer]
+config = '{"kv_connector":"offload","kv_role":"kv_both"}')"),
+             Equals("kv_transfer.connector = \"offload\" is not available yet; allowed: none"));
+  CHECK_THAT(error_of(R"([kv_transfer]
+config = '{"kv_connector":"none","kv_rank":0}')"),
+             Equals(R"(kv_transfer.config = '{"kv_connector":"none","kv_rank":0}': unknown key "kv_rank"; allowed keys: kv_connector, kv_role)"));
+  CHECK_THAT(error_of(R"([kv_transfer]
+config = '["none"]')"),
+             Equals(R"(kv_transfer.config = '["none"]': must be a JSON object like '{"kv_connector":"none","kv_role":"kv_both"}')"));
+  CHECK_THAT(error_of(R"([kv_transfer]
+config = '{"kv_connector":1}')"),
+             Equals(R"(kv_transfer.config = '{"kv_connector":1}': kv_connector = 1: must be a string)"));
+  CHECK_THAT(error_of(R"([kv_transfer]
+connector = "none"
+config = '{"kv_connector":"offload"}')"),
+             Equals(R"(kv_transfer.config = '{"kv_connector":"offload"}': kv_connector = "offload" disagrees with kv_transfer.connector = "none"; set one of them)"));
+  const std::string bad_json = error_of("[kv_transfer]\nconfig = '{\"kv_connector\":'");
+  CHECK(bad_json.rfind(R"(kv_transfer.config = '{"kv_connector":': invalid JSON ()", 0) == 0);
+}
+
+TEST_CASE("validate() refuses a hand-built config too", "[config]") {
+  node_config cfg;
+  CHECK_NOTHROW(validate(cfg));
+  cfg.block_size = 16;
+  cfg.chunk_size = 24;
+  CHECK_THROWS_WITH(validate(cfg),
+                    "cache.chunk_size = 24: must be a positive multiple of cache.block_size (16)");
+}
