@@ -3,7 +3,7 @@
 #include <http_parser.h>
 #include <uv.h>
 
-#include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <deque>
 #include <future>
@@ -82,7 +82,8 @@ std::string http_request::header(const std::string& name) const {
 
 http_responder::http_responder(std::shared_ptr<http_server_core> core, uint64_t connection_id,
                                uint64_t seq, std::shared_ptr<std::atomic<bool>> closed)
-    : core_(std::move(core)), connection_id_(connection_id), seq_(seq), closed_(std::move(closed)) {}
+    : core_(std::move(core)), connection_id_(connection_id), seq_(seq),
+      closed_(std::move(closed)) {}
 
 http_responder::~http_responder() {
   std::lock_guard<std::mutex> guard(mutex_);

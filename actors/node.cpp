@@ -65,6 +65,9 @@ const node_config& node::config() const { return impl_->cfg; }
 int node::start() {
   auto& d = *impl_;
   validate(d.cfg);
+  if (d.cfg.device_kind != "cpu")
+    throw config_error("device.kind = \"" + d.cfg.device_kind +
+                       "\": this build has no HIP device yet; allowed: cpu");
   auto model_opts = to_model_options(d.cfg);
   cpu_device_options dev_opts;
   dev_opts.chaos_seed = d.cfg.chaos_seed;

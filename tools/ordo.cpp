@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/node.hpp"
@@ -56,6 +57,8 @@ int run_node(const std::string& config_path, const std::vector<std::string>& set
 int main(int argc, char** argv) {
   CLI::App app{"ordo: an LLM serving node of actors with ordered prefix reuse"};
   app.require_subcommand(1);
+  // Logs go to stderr: stdout carries only what scripts read ("listening on ...", tables).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("ordo"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
   auto* node_cmd = app.add_subcommand("node", "serve the OpenAI-shaped API from a config file");

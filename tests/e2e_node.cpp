@@ -1,0 +1,221 @@
+// End to end over HTTP on loopback: a real node (actors, CPU device, model) per test case.
+#include <catch.hpp>
+
+#include <future>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/node.hpp"
+#include "tools/http_client.hpp"
+
+using namespace ordo;
+using json = nlohmann::json;
+
+namespace {
+
+struct running_node {
+  std::unique_ptr<node> n;
+  int port = 0;
+};
+
+running_node start_node(const std::string& config_path, std::vector<std::string> sets = {}, node_hooks hooks = {}) {
+  spdlog::set_level(spdlog::level::warn);
+  sets.push_back("server.port=0");
+  running_node r;
+  r.n = std::make_unique<node>(load_config_file(config_path, sets), hooks);
+  r.port = r.n->start();
+  return r;
+}
+
+std::vector<int> token_prompt(int len, uint32_t seed) {
+  std::vector<int> ids;
+  uint32_t x = seed * 2654435761u + 1;
+  for (int i = 0; i < len; ++i) {
+    x = x * 1664525u + 1013904223u;
+    ids.push_back(static_cast<int>((x >> 8) % 256));
+  }
+  return ids;
+}
+
+json complete(int port, const json& body) {
+  auto res = http_post(port, "/v1/completions", body.dump());
+  INFO(res.error << " " << res.body);
+  REQUIRE(res.status == 200);
+  return json::parse(res.body);
+}
+
+json request_body(const std::vector<int>& prompt, int max_tokens = 8) {
+  return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+std::string digest(const json& r) { return r["ordo"]["logits_digest"].get<std::string>(); }
+
+const char* preset_configs[] = {"configs/dense.toml", "configs/gdn_hybrid.toml", "configs/default.toml"};
+
+} // namespace
+
+TEST_CASE("e2e: every preset is deterministic alone, resent, batched, streamed and under chaos") {
+  for (const char* config : preset_configs) {
+    SECTION(config) {
+      auto node = start_node(config);
+      auto prompt = token_prompt(150, 1);
+      auto first = complete(node.port, request_body(prompt));
+      CHECK(first["usage"]["prompt_tokens"] == 150);
+      CHECK(first["choices"][0]["token_ids"].size() == 8);
+      CHECK(first["ordo"]["resume_at"] == 0);
+
+      // The same prompt again: same digest; a dense model reuses HBM up to floor_16(P - 1).
+      auto again = complete(node.port, request_body(prompt));
+      CHECK(digest(again) == digest(first));
+      CHECK(again["choices"][0]["token_ids"] == first["choices"][0]["token_ids"]);
+      if (std::string(config) == "configs/dense.toml") {
+        CHECK(again["usage"]["prompt_tokens_details"]["cached_tokens"] == 144);
+        CHECK(again["ordo"]["resume_at"] == 144);
+        CHECK(again["ordo"]["from"]["hbm"] == 144);
+      } else {
+        CHECK(again["ordo"]["resume_at"] == 0);
+        CHECK_FALSE(again["ordo"]["reason"].get<std::string>().empty());
+      }
+
+      // Alone vs batched with 7 others: the same digest.
+      std::vector<std::future<json>> others;
+      auto target = token_prompt(150, 99);
+      auto alone = complete(node.port, request_body(target));
+      for (int i = 0; i < 7; ++i)
+        others.push_back(std::async(std::launch::async, [&, i] {
+          return complete(node.port, request_body(token_prompt(100 + 20 * i, 200 + i)));
+        }));
+      auto batched = complete(node.port, request_body(target));
+      for (auto& f : others)
+        f.get();
+      CHECK(digest(batched) == digest(alone));
+
+      // Streaming: the same tokens as the full response, then finish_reason, usage and ordo.
+      auto body = request_body(prompt);
+      body["stream"] = true;
+      auto stream = http_post_stream(node.port, "/v1/completions", body.dump());
+      REQUIRE(stream.status == 200);
+      REQUIRE(stream.events.size() >= 3);
+      CHECK(stream.events.back() == "[DONE]");
+      json streamed_ids = json::array();
+      for (size_t i = 0; i + 2 < stream.events.size(); ++i) {
+        auto event = json::parse(stream.events[i]);
+        for (auto& id : event["choices"][0]["token_ids"])
+          streamed_ids.push_back(id);
+      }
+      CHECK(streamed_ids == first["choices"][0]["token_ids"]);
+      auto final_event = json::parse(stream.events[stream.events.size() - 2]);
+      CHECK(final_event["ordo"]["logits_digest"] == digest(first));
+
+      // Chaos mode on: the same digests.
+      auto chaotic = start_node(config, {"device.chaos_seed=7"});
+      CHECK(digest(complete(chaotic.port, request_body(prompt))) == digest(first));
+      CHECK(digest(complete(chaotic.port, request_body(target))) == digest(alone));
+    }
+  }
+}
+
+TEST_CASE("e2e: bad input gets a 4xx naming the problem, and the node keeps serving") {
+  auto node = start_node("configs/dense.toml");
+  auto prompt = token_prompt(40, 3);
+  auto reference = complete(node.port, request_body(prompt, 4));
+  struct bad_case {
+    std::string body;
+    std::string expect_in_message;
+  };
+  std::vector<bad_case> cases = {
+      {"{\"prompt\": [1, 2", "JSON"},
+      {"[1, 2, 3]", "object"},
+      {R"({"prompt": "hi", "max_tokens": "ten"})", "max_tokens"},
+      {R"({"prompt": ""})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": [1, 2, 999999]})", "999999"},
+      {R"({"prompt": "hi", "max_tokens": 100000000})", "max_tokens"},
+      {R"({"prompt": "hi", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "hi", "temperature": -1})", "temperature"},
+      {json{{"prompt", token_prompt(9000, 5)}}.dump(), "context"},
+  };
+  for (const auto& c : cases) {
+    auto res = http_post(node.port, "/v1/completions", c.body);
+    INFO(c.body.substr(0, 80) << " -> " << res.status << " " << res.body);
+    CHECK(res.status >= 400);
+    CHECK(res.status < 500);
+    auto err = json::parse(res.body);
+    CHECK(err["error"]["message"].get<std::string>().find(c.expect_in_message) != std::string::npos);
+    CHECK(err["error"]["type"] == "invalid_request_error");
+  }
+  CHECK(http_get(node.port, "/nowhere").status == 404);
+  CHECK(http_get(node.port, "/v1/completions").status == 405);
+  CHECK(http_post(node.port, "/admin/evict", R"({"tier":"disk"})").status == 400);
+  // Still serving, with the same answer.
+  CHECK(digest(complete(node.port, request_body(prompt, 4))) == digest(reference));
+}
+
+TEST_CASE("e2e: health, metrics and HBM eviction") {
+  auto node = start_node("configs/dense.toml");
+  auto health = http_get(node.port, "/health");
+  CHECK(health.status == 200);
+  CHECK(json::parse(health.body)["status"] == "ok");
+
+  auto prompt = token_prompt(100, 11);
+  auto cold = complete(node.port, request_body(prompt));
+  auto warm = complete(node.port, request_body(prompt));
+  CHECK(warm["ordo"]["resume_at"] == 96);
+  auto evicted = http_post(node.port, "/admin/evict", R"({"tier":"hbm"})");
+  REQUIRE(evicted.status == 200);
+  CHECK(json::parse(evicted.body)["evicted_blocks"].get<int>() >= 6);
+  auto after = complete(node.port, request_body(prompt));
+  CHECK(after["ordo"]["resume_at"] == 0);
+  CHECK(digest(after) == digest(cold));
+
+  auto metrics = http_get(node.port, "/metrics");
+  REQUIRE(metrics.status == 200);
+  CHECK(metrics.header("content-type").find("text/plain") != std::string::npos);
+  for (const char* series : {"ordo_requests_total{status=\"ok\"} 3", "ordo_prompt_tokens_total 300",
+                             "ordo_prefix_cache_tokens_total{tier=\"hbm\"} 96", "ordo_hbm_blocks_total",
+                             "ordo_prefix_cache_hit_ratio{tier=\"hbm\"} 0.32", "ordo_engine_steps_total"}) {
+    INFO(series << "\n" << metrics.body);
+    CHECK(metrics.body.find(series) != std::string::npos);
+  }
+}
+
+TEST_CASE("e2e: seeded temperature sampling is reproducible per seed") {
+  auto node = start_node("configs/default.toml");
+  auto prompt = token_prompt(60, 21);
+  json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 1.0}, {"seed", 1234}};
+  auto a = complete(node.port, body);
+  auto b = complete(node.port, body);
+  CHECK(a["choices"][0]["token_ids"] == b["choices"][0]["token_ids"]);
+  CHECK(digest(a) == digest(b));
+  body["seed"] = 4321;
+  auto c = complete(node.port, body);
+  CHECK(c["choices"][0]["token_ids"] != a["choices"][0]["token_ids"]);
+}
+
+TEST_CASE("e2e: removing the input-upload edge is caught by chaos mode") {
+  // The chaos mode has teeth: without the compute stream's wait on the upload event, a forward
+  // reads the previous step's inputs and digests change. The same run with the edge matches.
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 4; ++i)
+    prompts.push_back(token_prompt(40 + 30 * i, 500 + i));
+  std::vector<std::string> reference;
+  {
+    auto node = start_node("configs/gdn_hybrid.toml");
+    for (auto& p : prompts)
+      reference.push_back(digest(complete(node.port, request_body(p))));
+  }
+  auto run_with = [&](bool drop_edge) {
+    node_hooks hooks;
+    hooks.test_drop_upload_edge = drop_edge;
+    auto node = start_node("configs/gdn_hybrid.toml", {"device.chaos_seed=3"}, hooks);
+    int differing = 0;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      differing += digest(complete(node.port, request_body(prompts[i]))) != reference[i];
+    return differing;
+  };
+  CHECK(run_with(false) == 0);
+  CHECK(run_with(true) > 0);
+}
