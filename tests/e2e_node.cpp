@@ -53,6 +53,14 @@ json request_body(const std::vector<int>& prompt, int max_tokens = 8) {
 
 std::string digest(const json& r) { return r["ordo"]["logits_digest"].get<std::string>(); }
 
+// The value of an unlabelled series in GET /metrics.
+double metric(int port, const std::string& name) {
+  auto body = http_get(port, "/metrics").body;
+  auto at = body.find("\n" + name + " ");
+  REQUIRE(at != std::string::npos);
+  return std::stod(body.substr(at + name.size() + 2));
+}
+
 const char* preset_configs[] = {"configs/dense.toml", "configs/gdn_hybrid.toml", "configs/default.toml"};
 
 } // namespace
@@ -81,17 +89,22 @@ TEST_CASE("e2e: every preset is deterministic alone, resent, batched, streamed a
       }
 
       // Alone vs batched with 7 others: the same digest.
-      std::vector<std::future<json>> others;
+      // Catch2 is not thread-safe: the other threads only send; the main thread checks.
+      std::vector<std::future<http_response>> others;
       auto target = token_prompt(150, 99);
-      auto alone = complete(node.port, request_body(target));
+      auto alone = complete(node.port, request_body(target, 24));
+      double steps_before = metric(node.port, "ordo_engine_steps_total");
       for (int i = 0; i < 7; ++i)
         others.push_back(std::async(std::launch::async, [&, i] {
-          return complete(node.port, request_body(token_prompt(100 + 20 * i, 200 + i)));
+          return http_post(node.port, "/v1/completions",
+                           request_body(token_prompt(100 + 20 * i, 200 + i), 24).dump());
         }));
-      auto batched = complete(node.port, request_body(target));
+      auto batched = complete(node.port, request_body(target, 24));
       for (auto& f : others)
-        f.get();
+        CHECK(f.get().status == 200);
       CHECK(digest(batched) == digest(alone));
+      // Run one after another, the 8 requests would take 8 × 24 steps: they shared steps.
+      CHECK(metric(node.port, "ordo_engine_steps_total") - steps_before < 8 * 24);
 
       // Streaming: the same tokens as the full response, then finish_reason, usage and ordo.
       auto body = request_body(prompt);
@@ -113,7 +126,7 @@ TEST_CASE("e2e: every preset is deterministic alone, resent, batched, streamed a
       // Chaos mode on: the same digests.
       auto chaotic = start_node(config, {"device.chaos_seed=7"});
       CHECK(digest(complete(chaotic.port, request_body(prompt))) == digest(first));
-      CHECK(digest(complete(chaotic.port, request_body(target))) == digest(alone));
+      CHECK(digest(complete(chaotic.port, request_body(target, 24))) == digest(alone));
     }
   }
 }

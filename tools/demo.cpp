@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/node.hpp"
+#include "runtime/tokenizer.hpp"
 #include "tools/http_client.hpp"
 
 namespace ordo {
@@ -22,18 +23,26 @@ struct turn_result {
   std::string reason;
 };
 
-turn_result send(int port, const std::string& name, const std::string& prompt, std::string& completion) {
+turn_result send(int port, const std::string& name, const std::vector<int32_t>& prompt,
+                 std::vector<int32_t>& completion) {
   nlohmann::json body = {{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}};
   auto res = http_post(port, "/v1/completions", body.dump());
   if (res.status != 200)
     throw std::runtime_error(name + ": HTTP " + std::to_string(res.status) + ": " + res.body);
   auto j = nlohmann::json::parse(res.body);
-  completion = j["choices"][0]["text"].get<std::string>();
+  completion = j["choices"][0]["token_ids"].get<std::vector<int32_t>>();
   return {name, j["usage"]["prompt_tokens"].get<int>(), j["ordo"]["resume_at"].get<int>(), j["ordo"]["from"],
           j["ordo"]["logits_digest"].get<std::string>(), j["ordo"]["reason"].get<std::string>()};
 }
 
-// Three conversations of three turns; each turn's prompt is the whole conversation so far.
+// Appends the byte tokens of `text` (no BOS: it continues a conversation).
+void append_text(std::vector<int32_t>& ids, const std::string& text) {
+  auto encoded = byte_tokenizer::encode(text);
+  ids.insert(ids.end(), encoded.begin() + 1, encoded.end());
+}
+
+// Three conversations of three turns; each turn's prompt is the whole conversation so far, as
+// token ids (so a completion is carried over exactly, not through lossy text).
 std::vector<turn_result> run_pass(int port) {
   const char* openers[] = {
       "You are a careful assistant. Summarise the causes of the French revolution in two lines.",
@@ -42,13 +51,15 @@ std::vector<turn_result> run_pass(int port) {
   const char* follow_ups[] = {" Now say it more simply.", " Make it shorter, please."};
   std::vector<turn_result> out;
   for (int c = 0; c < 3; ++c) {
-    std::string conversation = std::string("User: ") + openers[c] + "\nAssistant:";
+    auto conversation = byte_tokenizer::encode(std::string("User: ") + openers[c] + "\nAssistant:");
     for (int t = 0; t < 3; ++t) {
-      std::string completion;
+      std::vector<int32_t> completion;
       out.push_back(send(port, "conv" + std::to_string(c + 1) + ".turn" + std::to_string(t + 1), conversation,
                          completion));
-      if (t < 2)
-        conversation += completion + "\nUser:" + follow_ups[t] + "\nAssistant:";
+      if (t < 2) {
+        conversation.insert(conversation.end(), completion.begin(), completion.end());
+        append_text(conversation, std::string("\nUser:") + follow_ups[t] + "\nAssistant:");
+      }
     }
   }
   return out;
@@ -81,15 +92,14 @@ int run_demo(const std::string& config_path, const std::vector<std::string>& ove
   std::printf("evicted HBM: %s\n", evicted.body.c_str());
   auto warm = run_pass(port);
 
-  std::printf("\n%-12s %7s %7s %-26s %-9s %s\n", "request", "prompt", "resume", "tiers (tokens)", "digest=", "reason");
+  std::printf("\n%-12s %6s %9s %9s %-26s %-13s %s\n", "request", "prompt", "resume p1", "resume p2",
+              "p2 tiers (tokens)", "digest=cold", "p2 reason");
   int mismatches = 0;
   for (size_t i = 0; i < warm.size(); ++i) {
-    for (auto* r : {&cold[i], &warm[i]}) {
-      bool equal = r->digest == cold[i].digest;
-      mismatches += !equal;
-      std::printf("%-12s %7d %7d %-26s %-9s %s\n", (r->name + (r == &cold[i] ? " p1" : " p2")).c_str(),
-                  r->prompt_tokens, r->resume_at, tiers(r->from).c_str(), equal ? "yes" : "NO", r->reason.c_str());
-    }
+    bool equal = warm[i].digest == cold[i].digest;
+    mismatches += !equal;
+    std::printf("%-12s %6d %9d %9d %-26s %-13s %s\n", warm[i].name.c_str(), warm[i].prompt_tokens, cold[i].resume_at,
+                warm[i].resume_at, tiers(warm[i].from).c_str(), equal ? "yes" : "NO", warm[i].reason.c_str());
   }
   std::printf("\n%zu requests per pass; pass-2 digests equal to the cold run: %zu of %zu\n", warm.size(),
               warm.size() - static_cast<size_t>(mismatches), warm.size());
