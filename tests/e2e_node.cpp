@@ -232,3 +232,21 @@ TEST_CASE("e2e: removing the input-upload edge is caught by chaos mode") {
   CHECK(run_with(false) == 0);
   CHECK(run_with(true) > 0);
 }
+
+TEST_CASE("e2e: a cache_salt keeps tenants' prefixes apart (SPEC B1)") {
+  auto node = start_node("configs/dense.toml");
+  auto prompt = token_prompt(80, 31);
+  auto salted = [&](const char* salt) {
+    auto body = request_body(prompt);
+    body["cache_salt"] = salt;
+    return complete(node.port, body);
+  };
+  auto a = salted("tenant-a");
+  auto b = salted("tenant-b");
+  auto a_again = salted("tenant-a");
+  CHECK(b["ordo"]["resume_at"] == 0);
+  CHECK(a_again["ordo"]["resume_at"] == 64);
+  CHECK(digest(b) == digest(a)); // the same text gives the same output, just not a shared cache
+  CHECK(digest(a_again) == digest(a));
+  CHECK(complete(node.port, request_body(prompt))["ordo"]["resume_at"] == 0);
+}
