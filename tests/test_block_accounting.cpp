@@ -65,7 +65,8 @@ TEST_CASE("block accounting: released indexed blocks are cached, evicted LRU fir
   // Two fresh blocks: the free one, then the least recently released cached block (hash 0x1).
   pool.apply(step_with({{3, {}, 0, 2}}));
   CHECK(pool.match_length({0x1}) == 0);
-  CHECK(pool.match_length({0x2}) == 0); // chain broken at its root
+  CHECK(pool.match_length({0x1, 0x2}) == 0); // the chain is broken at its root
+  CHECK(pool.match_length({0x2}) == 1);        // its tail stays cached until LRU reaches it
   CHECK(pool.num_cached() == 2);
   auto evicted = pool.apply(step_with({}, {}, {}, true));
   CHECK(evicted.num_evicted == 2);
