@@ -17,8 +17,8 @@ struct block_pool_state {
 };
 
 block_pool_actor::behavior_type block_pool(block_pool_actor::stateful_pointer<block_pool_state> self,
-                                          int32_t num_blocks) {
-  self->state.core = std::make_unique<block_accounting>(num_blocks);
+                                          int32_t num_blocks, int32_t block_size) {
+  self->state.core = std::make_unique<block_accounting>(num_blocks, block_size);
   return {
     [=](const pool_step& step) -> caf::result<pool_step_done> {
       auto why = self->state.order.accept(step.header.epoch, step.header.seq);
@@ -27,9 +27,11 @@ block_pool_actor::behavior_type block_pool(block_pool_actor::stateful_pointer<bl
         return caf::make_error(caf::sec::invalid_argument, why);
       }
       auto done = self->state.core->apply(step);
-      spdlog::debug("block_pool: step ({}, {}): {} releases, {} commits, {} grows, evicted {}, free {}, cached {}",
+      spdlog::debug("block_pool: step ({}, {}): {} releases, {} commits, {} grows, {} images ready, evicted {} "
+                    "blocks and {} images, {} units to clear, free {}, cached {}",
                     step.header.epoch, step.header.seq, step.releases.size(), step.commits.size(),
-                    step.grows.size(), done.num_evicted, done.num_free, done.num_cached);
+                    step.grows.size(), step.images_ready.size(), done.num_evicted, done.num_images_evicted,
+                    done.clears.size(), done.num_free, done.num_cached);
       return done;
     },
   };
@@ -37,8 +39,8 @@ block_pool_actor::behavior_type block_pool(block_pool_actor::stateful_pointer<bl
 
 } // namespace
 
-block_pool_actor spawn_block_pool(caf::actor_system& sys, int32_t num_blocks) {
-  return sys.spawn(block_pool, num_blocks);
+block_pool_actor spawn_block_pool(caf::actor_system& sys, int32_t num_blocks, int32_t block_size) {
+  return sys.spawn(block_pool, num_blocks, block_size);
 }
 
 } // namespace ordo

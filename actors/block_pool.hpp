@@ -10,6 +10,6 @@
 
 namespace ordo {
 
-block_pool_actor spawn_block_pool(caf::actor_system& sys, int32_t num_blocks);
+block_pool_actor spawn_block_pool(caf::actor_system& sys, int32_t num_blocks, int32_t block_size);
 
 } // namespace ordo

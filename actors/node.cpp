@@ -14,6 +14,7 @@
 #include "actors/scheduler.hpp"
 #include "actors/store.hpp"
 #include "runtime/node_metrics.hpp"
+#include "runtime/page_units.hpp"
 #include "runtime/prefix_hash.hpp"
 
 namespace ordo {
@@ -82,7 +83,7 @@ int node::start() {
   auto& sys = *d.sys;
   auto store = spawn_store(sys);
   auto connector = spawn_connector(sys, d.cfg.connector, store);
-  auto pool = spawn_block_pool(sys, d.cfg.num_blocks);
+  auto pool = spawn_block_pool(sys, d.cfg.num_blocks, d.cfg.block_size);
   step_executor_options exec_opts;
   exec_opts.max_batch_tokens = d.cfg.max_batch_tokens;
   exec_opts.max_num_seqs = d.cfg.max_num_seqs;
@@ -96,6 +97,12 @@ int node::start() {
   sched_opts.max_num_seqs = d.cfg.max_num_seqs;
   sched_opts.max_state_slots = model_opts.max_state_slots;
   sched_opts.has_recurrent_state = geo.has_recurrent_state;
+  sched_opts.checkpoint_interval = snap_checkpoint_interval(d.cfg.checkpoint_interval, d.cfg.block_size);
+  if (sched_opts.checkpoint_interval != d.cfg.checkpoint_interval)
+    spdlog::warn("cache.checkpoint_interval = {} is not a multiple of cache.block_size = {}: snapped down to {}",
+                 d.cfg.checkpoint_interval, d.cfg.block_size, sched_opts.checkpoint_interval);
+  sched_opts.units_per_image =
+      geo.has_recurrent_state ? page_units(mdl->kv_fields(), mdl->state_slots()).units_per_image() : 0;
   sched_opts.eos_id = geo.eos_id;
   sched_opts.namespace_id = ns;
   auto metrics = d.metrics;

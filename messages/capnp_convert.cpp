@@ -208,15 +208,37 @@ scheduled_request from_capnp(wire::ScheduledRequest::Reader r) {
   return x;
 }
 
+void to_capnp(const state_image_copy& x, wire::StateImageCopy::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setStateSlot(x.state_slot);
+  b.setPosition(x.position);
+  fill_list(b.initUnits(x.units.size()), x.units);
+}
+
+state_image_copy from_capnp(wire::StateImageCopy::Reader r) {
+  state_image_copy x;
+  x.request_id = r.getRequestId();
+  x.state_slot = r.getStateSlot();
+  x.position = r.getPosition();
+  x.units = read_list<int32_t>(r.getUnits());
+  return x;
+}
+
 void to_capnp(const step_plan& x, wire::StepPlan::Builder b) {
   to_capnp(x.header, b.initHeader());
   fill_structs(b.initRequests(x.requests.size()), x.requests);
+  fill_list(b.initClears(x.clears.size()), x.clears);
+  fill_structs(b.initRestores(x.restores.size()), x.restores);
+  fill_structs(b.initCheckpointCopies(x.checkpoint_copies.size()), x.checkpoint_copies);
 }
 
 step_plan from_capnp(wire::StepPlan::Reader r) {
   step_plan x;
   x.header = from_capnp(r.getHeader());
   x.requests = read_structs<scheduled_request>(r.getRequests());
+  x.clears = read_list<int32_t>(r.getClears());
+  x.restores = read_structs<state_image_copy>(r.getRestores());
+  x.checkpoint_copies = read_structs<state_image_copy>(r.getCheckpointCopies());
   return x;
 }
 
@@ -266,11 +288,40 @@ block_commit from_capnp(wire::BlockCommit::Reader r) {
   return x;
 }
 
+void to_capnp(const checkpoint_position& x, wire::CheckpointPosition::Builder b) {
+  b.setPosition(x.position);
+  b.setHash(x.hash);
+}
+
+checkpoint_position from_capnp(wire::CheckpointPosition::Reader r) {
+  checkpoint_position x;
+  x.position = r.getPosition();
+  x.hash = r.getHash();
+  return x;
+}
+
+void to_capnp(const reserved_image& x, wire::ReservedImage::Builder b) {
+  b.setPosition(x.position);
+  b.setHash(x.hash);
+  fill_list(b.initUnits(x.units.size()), x.units);
+}
+
+reserved_image from_capnp(wire::ReservedImage::Reader r) {
+  reserved_image x;
+  x.position = r.getPosition();
+  x.hash = r.getHash();
+  x.units = read_list<int32_t>(r.getUnits());
+  return x;
+}
+
 void to_capnp(const block_grow& x, wire::BlockGrow::Builder b) {
   b.setRequestId(x.request_id);
   fill_list(b.initHashes(x.hashes.size()), x.hashes);
   b.setMaxHitBlocks(x.max_hit_blocks);
   b.setTotalBlocks(x.total_blocks);
+  b.setNeedsState(x.needs_state);
+  fill_structs(b.initCheckpoints(x.checkpoints.size()), x.checkpoints);
+  b.setUnitsPerImage(x.units_per_image);
 }
 
 block_grow from_capnp(wire::BlockGrow::Reader r) {
@@ -279,6 +330,21 @@ block_grow from_capnp(wire::BlockGrow::Reader r) {
   x.hashes = read_list<uint64_t>(r.getHashes());
   x.max_hit_blocks = r.getMaxHitBlocks();
   x.total_blocks = r.getTotalBlocks();
+  x.needs_state = r.getNeedsState();
+  x.checkpoints = read_structs<checkpoint_position>(r.getCheckpoints());
+  x.units_per_image = r.getUnitsPerImage();
+  return x;
+}
+
+void to_capnp(const image_unpin& x, wire::ImageUnpin::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setHash(x.hash);
+}
+
+image_unpin from_capnp(wire::ImageUnpin::Reader r) {
+  image_unpin x;
+  x.request_id = r.getRequestId();
+  x.hash = r.getHash();
   return x;
 }
 
@@ -288,6 +354,8 @@ void to_capnp(const pool_step& x, wire::PoolStep::Builder b) {
   fill_structs(b.initCommits(x.commits.size()), x.commits);
   b.setEvictHbm(x.evict_hbm);
   fill_structs(b.initGrows(x.grows.size()), x.grows);
+  fill_list(b.initImagesReady(x.images_ready.size()), x.images_ready);
+  fill_structs(b.initUnpins(x.unpins.size()), x.unpins);
 }
 
 pool_step from_capnp(wire::PoolStep::Reader r) {
@@ -297,6 +365,8 @@ pool_step from_capnp(wire::PoolStep::Reader r) {
   x.commits = read_structs<block_commit>(r.getCommits());
   x.evict_hbm = r.getEvictHbm();
   x.grows = read_structs<block_grow>(r.getGrows());
+  x.images_ready = read_list<uint64_t>(r.getImagesReady());
+  x.unpins = read_structs<image_unpin>(r.getUnpins());
   return x;
 }
 
@@ -305,6 +375,10 @@ void to_capnp(const grow_result& x, wire::GrowResult::Builder b) {
   b.setOk(x.ok);
   b.setNumHitBlocks(x.num_hit_blocks);
   fill_list(b.initBlockTable(x.block_table.size()), x.block_table);
+  b.setKvHitBlocks(x.kv_hit_blocks);
+  b.setRestoreHash(x.restore_hash);
+  fill_list(b.initRestoreUnits(x.restore_units.size()), x.restore_units);
+  fill_structs(b.initReserved(x.reserved.size()), x.reserved);
 }
 
 grow_result from_capnp(wire::GrowResult::Reader r) {
@@ -313,6 +387,10 @@ grow_result from_capnp(wire::GrowResult::Reader r) {
   x.ok = r.getOk();
   x.num_hit_blocks = r.getNumHitBlocks();
   x.block_table = read_list<int32_t>(r.getBlockTable());
+  x.kv_hit_blocks = r.getKvHitBlocks();
+  x.restore_hash = r.getRestoreHash();
+  x.restore_units = read_list<int32_t>(r.getRestoreUnits());
+  x.reserved = read_structs<reserved_image>(r.getReserved());
   return x;
 }
 
@@ -322,6 +400,10 @@ void to_capnp(const pool_step_done& x, wire::PoolStepDone::Builder b) {
   b.setNumEvicted(x.num_evicted);
   b.setNumFree(x.num_free);
   b.setNumCached(x.num_cached);
+  fill_list(b.initClears(x.clears.size()), x.clears);
+  b.setNumImagesEvicted(x.num_images_evicted);
+  b.setNumImages(x.num_images);
+  b.setNumAvailable(x.num_available);
 }
 
 pool_step_done from_capnp(wire::PoolStepDone::Reader r) {
@@ -331,6 +413,10 @@ pool_step_done from_capnp(wire::PoolStepDone::Reader r) {
   x.num_evicted = r.getNumEvicted();
   x.num_free = r.getNumFree();
   x.num_cached = r.getNumCached();
+  x.clears = read_list<int32_t>(r.getClears());
+  x.num_images_evicted = r.getNumImagesEvicted();
+  x.num_images = r.getNumImages();
+  x.num_available = r.getNumAvailable();
   return x;
 }
 
@@ -468,11 +554,15 @@ ORDO_INSTANTIATE(scheduled_request)
 ORDO_INSTANTIATE(step_plan)
 ORDO_INSTANTIATE(sampled_token)
 ORDO_INSTANTIATE(step_done)
+ORDO_INSTANTIATE(state_image_copy)
 ORDO_INSTANTIATE(block_commit)
 ORDO_INSTANTIATE(block_grow)
 ORDO_INSTANTIATE(pool_step)
 ORDO_INSTANTIATE(grow_result)
 ORDO_INSTANTIATE(pool_step_done)
+ORDO_INSTANTIATE(checkpoint_position)
+ORDO_INSTANTIATE(reserved_image)
+ORDO_INSTANTIATE(image_unpin)
 ORDO_INSTANTIATE(connector_lookup)
 ORDO_INSTANTIATE(connector_lookup_done)
 ORDO_INSTANTIATE(object_key)

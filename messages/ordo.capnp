@@ -83,9 +83,19 @@ struct ScheduledRequest {
   seed @8 :UInt64;
 }
 
+struct StateImageCopy {
+  requestId @0 :UInt64;
+  stateSlot @1 :Int32 = -1;
+  position @2 :Int32;
+  units @3 :List(Int32);
+}
+
 struct StepPlan {
   header @0 :CommandHeader;
   requests @1 :List(ScheduledRequest);
+  clears @2 :List(Int32);
+  restores @3 :List(StateImageCopy);
+  checkpointCopies @4 :List(StateImageCopy);
 }
 
 struct SampledToken {
@@ -109,11 +119,30 @@ struct BlockCommit {
   hash @2 :UInt64;
 }
 
+struct CheckpointPosition {
+  position @0 :Int32;
+  hash @1 :UInt64;
+}
+
+struct ReservedImage {
+  position @0 :Int32;
+  hash @1 :UInt64;
+  units @2 :List(Int32);
+}
+
 struct BlockGrow {
   requestId @0 :UInt64;
   hashes @1 :List(UInt64);
   maxHitBlocks @2 :Int32;
   totalBlocks @3 :Int32;
+  needsState @4 :Bool;
+  checkpoints @5 :List(CheckpointPosition);
+  unitsPerImage @6 :Int32;
+}
+
+struct ImageUnpin {
+  requestId @0 :UInt64;
+  hash @1 :UInt64;
 }
 
 struct PoolStep {
@@ -122,6 +151,8 @@ struct PoolStep {
   commits @2 :List(BlockCommit);
   evictHbm @3 :Bool;
   grows @4 :List(BlockGrow);
+  imagesReady @5 :List(UInt64);
+  unpins @6 :List(ImageUnpin);
 }
 
 struct GrowResult {
@@ -129,6 +160,10 @@ struct GrowResult {
   ok @1 :Bool;
   numHitBlocks @2 :Int32;
   blockTable @3 :List(Int32);
+  kvHitBlocks @4 :Int32;
+  restoreHash @5 :UInt64;
+  restoreUnits @6 :List(Int32);
+  reserved @7 :List(ReservedImage);
 }
 
 struct PoolStepDone {
@@ -137,6 +172,10 @@ struct PoolStepDone {
   numEvicted @2 :Int32;
   numFree @3 :Int32;
   numCached @4 :Int32;
+  clears @5 :List(Int32);
+  numImagesEvicted @6 :Int32;
+  numImages @7 :Int32;
+  numAvailable @8 :Int32;
 }
 
 # --- messages/connector.hpp -------------------------------------------------------------------

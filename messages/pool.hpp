@@ -21,34 +21,79 @@ typename Inspector::result_type inspect(Inspector& f, block_commit& x) {
   return f(x.request_id, x.block_index, x.hash);
 }
 
+// A prompt position where a state checkpoint may be kept, filed under the hash of the block
+// that ends there.
+struct checkpoint_position {
+  int32_t position = 0;
+  uint64_t hash = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_position& x) {
+  return f(x.position, x.hash);
+}
+
+// Page units reserved for the image at `position` (COPYING until the scheduler reports ready).
+struct reserved_image {
+  int32_t position = 0;
+  uint64_t hash = 0;
+  std::vector<int32_t> units;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reserved_image& x) {
+  return f(x.position, x.hash, x.units);
+}
+
 // Make `request_id` hold `total_blocks` blocks. For a request not yet known to the pool,
 // `hashes` are its prompt's full-block hashes: the longest indexed chain, at most
 // `max_hit_blocks` long, is shared first (a prefix hit), then fresh blocks are appended.
 // All or nothing: on failure the request holds what it held before (nothing, if new).
+// With `needs_state` (a hybrid model) a hit stops at the largest boundary that also has a READY
+// state image, which is pinned for the restore; units are reserved for every checkpoint
+// position above the hit that has no image yet.
 struct block_grow {
   uint64_t request_id = 0;
   std::vector<uint64_t> hashes;
   int32_t max_hit_blocks = 0;
   int32_t total_blocks = 0;
+  bool needs_state = false;
+  std::vector<checkpoint_position> checkpoints;
+  int32_t units_per_image = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, block_grow& x) {
-  return f(x.request_id, x.hashes, x.max_hit_blocks, x.total_blocks);
+  return f(x.request_id, x.hashes, x.max_hit_blocks, x.total_blocks, x.needs_state, x.checkpoints,
+           x.units_per_image);
 }
 
-// scheduler → block_pool. Applied in field order: releases, commits, evict, grows (in order).
+// A request's pin on the image filed under `hash` (taken by a restore) is dropped.
+struct image_unpin {
+  uint64_t request_id = 0;
+  uint64_t hash = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, image_unpin& x) {
+  return f(x.request_id, x.hash);
+}
+
+// scheduler → block_pool. Applied in this order: images_ready, unpins, commits, releases,
+// evict, grows (in order).
 struct pool_step {
   command_header header;
   std::vector<uint64_t> releases; // requests whose blocks are given back (finished, preempted)
   std::vector<block_commit> commits;
-  bool evict_hbm = false;         // drop every unreferenced indexed block
+  bool evict_hbm = false;         // drop every unreferenced indexed block and READY image
   std::vector<block_grow> grows;
+  std::vector<uint64_t> images_ready; // images whose checkpoint copy completed: COPYING → READY
+  std::vector<image_unpin> unpins;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pool_step& x) {
-  return f(x.header, x.releases, x.commits, x.evict_hbm, x.grows);
+  return f(x.header, x.releases, x.commits, x.evict_hbm, x.grows, x.images_ready, x.unpins);
 }
 
 struct grow_result {
@@ -56,11 +101,16 @@ struct grow_result {
   bool ok = false;
   int32_t num_hit_blocks = 0;       // blocks shared from the prefix index (new requests)
   std::vector<int32_t> block_table; // the request's table after the grow
+  int32_t kv_hit_blocks = 0;        // longest indexed chain (before state limited the hit)
+  uint64_t restore_hash = 0;        // the pinned image the request resumes from (needs_state)
+  std::vector<int32_t> restore_units;
+  std::vector<reserved_image> reserved; // units for the checkpoints above the hit
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grow_result& x) {
-  return f(x.request_id, x.ok, x.num_hit_blocks, x.block_table);
+  return f(x.request_id, x.ok, x.num_hit_blocks, x.block_table, x.kv_hit_blocks, x.restore_hash,
+           x.restore_units, x.reserved);
 }
 
 // block_pool → scheduler: the pool_step with the same header has been applied.
@@ -70,11 +120,16 @@ struct pool_step_done {
   int32_t num_evicted = 0;
   int32_t num_free = 0;             // blocks neither held nor indexed
   int32_t num_cached = 0;           // indexed blocks no request holds (evictable)
+  std::vector<int32_t> clears;      // units given back: to be cleared before they are written
+  int32_t num_images_evicted = 0;
+  int32_t num_images = 0;           // images held (COPYING or READY)
+  int32_t num_available = 0;        // blocks a grow could get: free, evictable cached, idle image units
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pool_step_done& x) {
-  return f(x.header, x.results, x.num_evicted, x.num_free, x.num_cached);
+  return f(x.header, x.results, x.num_evicted, x.num_free, x.num_cached, x.clears, x.num_images_evicted,
+           x.num_images, x.num_available);
 }
 
 } // namespace ordo

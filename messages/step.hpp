@@ -29,15 +29,33 @@ typename Inspector::result_type inspect(Inspector& f, scheduled_request& x) {
            x.block_table, x.sample, x.temperature, x.seed);
 }
 
+// A state image moved between a request's state slot and page units: a restore reads the
+// units into the slot, a checkpoint copy writes the slot into the units.
+struct state_image_copy {
+  uint64_t request_id = 0;
+  int32_t state_slot = -1;
+  int32_t position = 0;       // tokens the image has consumed (its boundary)
+  std::vector<int32_t> units; // page units holding the image, in image order
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, state_image_copy& x) {
+  return f(x.request_id, x.state_slot, x.position, x.units);
+}
+
 // scheduler → model_runner: one engine step. Sent only after the previous step's step_done.
+// The runner orders it as DESIGN §2.1: clears, restores, forward, checkpoint copies.
 struct step_plan {
   command_header header;
   std::vector<scheduled_request> requests;
+  std::vector<int32_t> clears;                    // units given back: fill before any reuse
+  std::vector<state_image_copy> restores;         // units → slot, before the forward
+  std::vector<state_image_copy> checkpoint_copies; // slot → units, after the forward
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
-  return f(x.header, x.requests);
+  return f(x.header, x.requests, x.clears, x.restores, x.checkpoint_copies);
 }
 
 // One sampled token and the digest of the logits it was sampled from.

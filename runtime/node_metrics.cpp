@@ -2,6 +2,25 @@
 
 namespace ordo {
 
+namespace {
+
+// A short label for an `ordo.reason` sentence (Prometheus labels stay few and stable).
+std::string reason_class(const std::string& reason) {
+  if (reason.find("checkpoint_interval = 0") != std::string::npos)
+    return "interval_zero";
+  if (reason.find("READY state checkpoint") != std::string::npos)
+    return "no_checkpoint";
+  if (reason.find("capped") != std::string::npos)
+    return "prompt_end";
+  if (reason.find("is not cached") != std::string::npos)
+    return "block_evicted";
+  if (reason.find("no prefix block") != std::string::npos)
+    return "cold";
+  return "short_prompt";
+}
+
+} // namespace
+
 node_metrics::node_metrics(const node_config& config)
     : requests_ok_(registry_.counter("ordo_requests_total", "Completion requests answered, by outcome",
                                      {{"status", "ok"}})),
@@ -32,7 +51,12 @@ node_metrics::node_metrics(const node_config& config)
       blocks_free_(registry_.gauge("ordo_hbm_blocks_free", "KV blocks neither held nor cached")),
       blocks_cached_(registry_.gauge("ordo_hbm_blocks_cached", "KV blocks cached in the prefix index, evictable")),
       duration_(registry_.histogram("ordo_request_duration_seconds", "Request latency from arrival to last token",
-                                    exponential_buckets(0.005, 2.0, 14))) {
+                                    exponential_buckets(0.005, 2.0, 14))),
+      checkpoints_kept_(registry_.counter("ordo_checkpoints_kept_total", "State checkpoint images made READY")),
+      checkpoints_evicted_(registry_.counter("ordo_checkpoints_evicted_total", "State checkpoint images evicted")),
+      checkpoints_restored_(registry_.counter("ordo_checkpoints_restored_total",
+                                              "State checkpoint images restored into a request's slot")),
+      images_(registry_.gauge("ordo_checkpoint_images", "State checkpoint images held (COPYING or READY)")) {
   registry_.gauge("ordo_hbm_blocks_total", "KV blocks in the device arena").set(config.num_blocks);
 }
 
@@ -45,12 +69,20 @@ void node_metrics::observe(const scheduler_stats& s, const completion_result* fi
   cached_tokens_hbm_.inc(delta(s.prompt_tokens_from_hbm, last_.prompt_tokens_from_hbm));
   preemptions_.inc(delta(s.num_preemptions, last_.num_preemptions));
   steps_.inc(delta(s.num_steps, last_.num_steps));
+  checkpoints_kept_.inc(delta(s.checkpoints_kept, last_.checkpoints_kept));
+  checkpoints_evicted_.inc(delta(s.checkpoints_evicted, last_.checkpoints_evicted));
+  checkpoints_restored_.inc(delta(s.checkpoints_restored, last_.checkpoints_restored));
+  images_.set(s.num_images);
   last_ = s;
   waiting_.set(s.num_waiting);
   running_.set(s.num_running);
   blocks_free_.set(s.num_free_blocks);
   blocks_cached_.set(s.num_cached_blocks);
   if (finished) {
+    registry_
+        .counter("ordo_resume_reasons_total", "Finished requests by what limited their resume point",
+                 {{"reason", reason_class(finished->reason)}})
+        .inc();
     requests_ok_.inc();
     (finished->finish_reason == "stop" ? finished_stop_ : finished_length_).inc();
     duration_.observe(finished->duration_ms / 1000.0);

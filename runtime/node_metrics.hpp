@@ -47,6 +47,10 @@ private:
   metric_gauge& blocks_free_;
   metric_gauge& blocks_cached_;
   metric_histogram& duration_;
+  metric_counter& checkpoints_kept_;
+  metric_counter& checkpoints_evicted_;
+  metric_counter& checkpoints_restored_;
+  metric_gauge& images_;
 };
 
 using node_metrics_ptr = std::shared_ptr<node_metrics>;

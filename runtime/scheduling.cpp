@@ -16,6 +16,27 @@ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
 } // namespace
 
+int32_t snap_checkpoint_interval(int32_t interval, int32_t block_size) {
+  if (interval <= 0)
+    return interval;
+  return std::max(block_size, interval / block_size * block_size);
+}
+
+std::vector<int32_t> checkpoint_positions(int32_t prompt_len, int32_t block_size, int32_t interval) {
+  std::vector<int32_t> out;
+  if (interval == 0)
+    return out;
+  if (interval > 0)
+    for (int32_t p = interval; p <= prompt_len; p += interval)
+      out.push_back(p);
+  int32_t anchor = (prompt_len - 1) / block_size * block_size;
+  if (anchor > 0)
+    out.push_back(anchor);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 struct scheduling::impl {
   struct request {
     completion_request spec;
@@ -39,6 +60,9 @@ struct scheduling::impl {
     int32_t num_preemptions = 0;
     double arrival_ms = 0;
     uint64_t order = 0; // admission order, oldest first
+    std::vector<reserved_image> images; // checkpoints still to copy, ascending position
+    uint64_t restore_hash = 0;          // pinned image to restore before the next forward
+    std::vector<int32_t> restore_units;
   };
 
   scheduler_options opt;
@@ -57,10 +81,15 @@ struct scheduling::impl {
   pool_step pool_in_flight;
   std::vector<uint64_t> step_requests; // requests of the step in flight, plan order
   command_header step_in_flight;
+  std::vector<block_commit> pending_commits; // of requests finished or preempted
+  std::vector<int32_t> pending_clears;       // units given back, for the next plan
+  std::vector<uint64_t> step_ready, pending_ready;     // images copied by the step / to report
+  std::vector<image_unpin> step_unpins, pending_unpins; // restores done by the step / to report
   uint64_t next_order = 0;
 
   explicit impl(const scheduler_options& o) : opt(o), pool_stamp(o.epoch), step_stamp(o.epoch) {
     stats.num_free_blocks = opt.num_blocks;
+    stats.num_available_blocks = opt.num_blocks;
     if (opt.has_recurrent_state)
       for (int32_t s = opt.max_state_slots - 1; s >= 0; --s)
         free_slots.push_back(s);
@@ -88,6 +117,10 @@ struct scheduling::impl {
 
   void preempt(request& r) {
     // Recompute later from the prefix cache or from 0; tokens sampled so far stay sampled.
+    commits_for(r, pending_commits);
+    r.images.clear();   // the pool drops COPYING images with the release
+    r.restore_hash = 0; // and the pin
+    r.restore_units.clear();
     r.state = request_state::waiting;
     r.num_computed = 0;
     r.num_committed_blocks = 0;
@@ -106,6 +139,7 @@ struct scheduling::impl {
   }
 
   void finish(request& r, const std::string& finish_reason, double now_ms) {
+    commits_for(r, pending_commits);
     r.state = request_state::finished;
     release_slot(r);
     to_release.push_back(r.spec.request_id);
@@ -127,9 +161,16 @@ struct scheduling::impl {
   }
 
   // Why a request resumes where it does, in words a user reads in `ordo.reason`.
-  std::string explain(const request& r, int32_t hit_blocks, int32_t max_hit_blocks) const {
-    if (opt.has_recurrent_state)
-      return "recurrent state is not checkpointed yet: a hybrid request resumes at 0";
+  std::string explain(const request& r, int32_t hit_blocks, int32_t max_hit_blocks, int32_t kv_hit_blocks) const {
+    if (opt.has_recurrent_state && opt.checkpoint_interval == 0)
+      return "cache.checkpoint_interval = 0 keeps no state checkpoints: a hybrid request resumes at 0";
+    if (opt.has_recurrent_state && max_hit_blocks > 0 && kv_hit_blocks > hit_blocks) {
+      std::string at = std::to_string(kv_hit_blocks * opt.block_size);
+      if (hit_blocks == 0)
+        return "hbm holds KV up to token " + at + " but no READY state checkpoint at or below it";
+      return "no READY state checkpoint above token " + std::to_string(hit_blocks * opt.block_size) +
+             " (hbm holds KV up to token " + at + ")";
+    }
     if (max_hit_blocks == 0)
       return "prompt shorter than one full block plus one token: nothing to reuse";
     if (hit_blocks == max_hit_blocks)
@@ -183,7 +224,8 @@ void scheduling::request_evict(const evict_request& request) { impl_->evicts_pen
 
 bool scheduling::has_work() const {
   const auto& d = *impl_;
-  return !d.running.empty() || !d.waiting.empty() || !d.evicts_pending.empty() || !d.to_release.empty();
+  return !d.running.empty() || !d.waiting.empty() || !d.evicts_pending.empty() || !d.to_release.empty() ||
+         !d.pending_ready.empty() || !d.pending_unpins.empty() || !d.pending_commits.empty();
 }
 
 bool scheduling::idle() const { return impl_->loop == loop_state::idle; }
@@ -194,11 +236,14 @@ std::optional<pool_step> scheduling::next_pool_step() {
     return std::nullopt;
   pool_step step;
   step.header = {d.pool_stamp.epoch(), d.pool_stamp.next()};
+  step.images_ready.swap(d.pending_ready);
+  step.unpins.swap(d.pending_unpins);
+  step.commits.swap(d.pending_commits);
   step.releases.swap(d.to_release);
   step.evict_hbm = !d.evicts_pending.empty();
   d.evicts_in_flight.swap(d.evicts_pending);
   // Running requests first: each must hold a block for every token it computes next.
-  int32_t budget_blocks = d.stats.num_free_blocks + d.stats.num_cached_blocks;
+  int32_t budget_blocks = d.stats.num_available_blocks;
   for (auto id : d.running) {
     auto& r = d.requests.at(id);
     d.commits_for(r, step.commits);
@@ -217,16 +262,30 @@ std::optional<pool_step> scheduling::next_pool_step() {
       break;
     auto& r = d.requests.at(id);
     int32_t want = ceil_div(static_cast<int32_t>(r.tokens.size()), d.opt.block_size);
-    if (want > budget_blocks)
+    // NOTE(no-stall): with nothing running the head is always tried: the pool either admits it
+    // or proves it can never fit (then it fails instead of waiting forever).
+    bool must_try = d.running.empty() && step.grows.empty();
+    if (want > budget_blocks && !must_try)
       break;
     d.ensure_hashes(r, r.tokens.size());
     block_grow g;
     g.request_id = id;
     g.total_blocks = want;
-    if (!d.opt.has_recurrent_state) {
-      // SPEC B2: never cover the last prompt token.
-      g.max_hit_blocks = (static_cast<int32_t>(r.tokens.size()) - 1) / d.opt.block_size;
-      g.hashes.assign(r.hashes.begin(), r.hashes.begin() + std::min<size_t>(r.hashes.size(), g.max_hit_blocks));
+    // SPEC B2: never cover the last prompt token.
+    g.max_hit_blocks = (static_cast<int32_t>(r.tokens.size()) - 1) / d.opt.block_size;
+    g.hashes.assign(r.hashes.begin(), r.hashes.begin() + std::min<size_t>(r.hashes.size(), g.max_hit_blocks));
+    if (d.opt.has_recurrent_state) {
+      g.needs_state = true;
+      if (d.opt.checkpoint_interval == 0)
+        g.max_hit_blocks = 0;
+      g.units_per_image = d.opt.units_per_image;
+      if (d.opt.units_per_image > 0)
+        for (auto p : checkpoint_positions(static_cast<int32_t>(r.spec.prompt.size()), d.opt.block_size,
+                                           d.opt.checkpoint_interval))
+          g.checkpoints.push_back({p, r.hashes[static_cast<size_t>(p / d.opt.block_size) - 1]});
+      want += static_cast<int32_t>(g.checkpoints.size()) * d.opt.units_per_image;
+      if (want > budget_blocks && !must_try)
+        break;
     }
     step.grows.push_back(std::move(g));
     ++seqs;
@@ -248,6 +307,10 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
                            std::to_string(d.pool_in_flight.grows.size()) + " grows");
   d.stats.num_free_blocks = done.num_free;
   d.stats.num_cached_blocks = done.num_cached;
+  d.stats.num_available_blocks = done.num_available;
+  d.stats.checkpoints_evicted += done.num_images_evicted;
+  d.stats.num_images = done.num_images;
+  d.pending_clears.insert(d.pending_clears.end(), done.clears.begin(), done.clears.end());
   for (auto& e : d.evicts_in_flight)
     d.outbox.evictions.push_back({e.request_id, e.tier, done.num_evicted});
   d.evicts_in_flight.clear();
@@ -265,6 +328,18 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
       continue;
     }
     // An admission.
+    bool alone = d.running.empty() && !admissions_blocked && i == 0;
+    if (!res.ok && alone) {
+      // Nothing else holds blocks or images: this request can never fit.
+      d.waiting.erase(std::find(d.waiting.begin(), d.waiting.end(), res.request_id));
+      d.fail(res.request_id, "prompt of " + std::to_string(r.tokens.size()) + " tokens needs " +
+                                 std::to_string(grow.total_blocks) + " blocks plus " +
+                                 std::to_string(grow.checkpoints.size()) + " state checkpoints of " +
+                                 std::to_string(grow.units_per_image) + " units; the pool has " +
+                                 std::to_string(d.opt.num_blocks) + " blocks");
+      admissions_blocked = true;
+      continue;
+    }
     if (!res.ok || admissions_blocked) {
       if (res.ok) // admitted by the pool after an earlier refusal: keep FIFO order, give it back
         d.to_release.push_back(res.request_id);
@@ -280,13 +355,18 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
     if (d.opt.has_recurrent_state) {
       r.state_slot = d.free_slots.back();
       d.free_slots.pop_back();
-      r.needs_reset = true;
+      r.needs_reset = res.restore_hash == 0;
+      r.restore_hash = res.restore_hash;
+      r.restore_units = res.restore_units;
+      r.images = res.reserved;
+      std::sort(r.images.begin(), r.images.end(),
+                [](const reserved_image& a, const reserved_image& b) { return a.position < b.position; });
     }
     if (!r.admitted_once) {
       r.admitted_once = true;
       r.resume_at = r.num_computed;
       r.from_hbm = r.num_computed;
-      r.reason = d.explain(r, res.num_hit_blocks, grow.max_hit_blocks);
+      r.reason = d.explain(r, res.num_hit_blocks, grow.max_hit_blocks, res.kv_hit_blocks);
       d.stats.prompt_tokens += static_cast<int64_t>(r.spec.prompt.size());
       d.stats.prompt_tokens_from_hbm += r.from_hbm;
     }
@@ -308,6 +388,24 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
     int32_t n = std::min(remaining, budget);
     if (n <= 0)
       continue;
+    // SPEC B4: cut the chunk at the next checkpoint position, copy the state there after the
+    // forward; the image is READY once this step completes.
+    while (!r.images.empty() && r.images.front().position <= r.num_computed)
+      r.images.erase(r.images.begin()); // unreachable: below the resume point
+    if (!r.images.empty() && r.images.front().position <= r.num_computed + n) {
+      const auto& img = r.images.front();
+      n = img.position - r.num_computed;
+      plan.checkpoint_copies.push_back({id, r.state_slot, img.position, img.units});
+      d.step_ready.push_back(img.hash);
+      r.images.erase(r.images.begin());
+    }
+    if (r.restore_hash) {
+      plan.restores.push_back({id, r.state_slot, r.num_computed, r.restore_units});
+      d.step_unpins.push_back({id, r.restore_hash});
+      ++d.stats.checkpoints_restored;
+      r.restore_hash = 0;
+      r.restore_units.clear();
+    }
     scheduled_request s;
     s.request_id = id;
     s.state_slot = r.state_slot;
@@ -330,6 +428,7 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
     return std::nullopt;
   }
   plan.header = {d.step_stamp.epoch(), d.step_stamp.next()};
+  plan.clears.swap(d.pending_clears);
   d.step_in_flight = plan.header;
   d.loop = loop_state::awaiting_step;
   // The device advances each request by its scheduled tokens once the step completes.
@@ -350,6 +449,11 @@ void scheduling::on_step_done(const step_done& done, double now_ms) {
                            std::to_string(done.header.seq) + ") does not answer the step in flight");
   ++d.stats.num_steps;
   d.loop = loop_state::idle;
+  d.stats.checkpoints_kept += static_cast<int64_t>(d.step_ready.size());
+  d.pending_ready.insert(d.pending_ready.end(), d.step_ready.begin(), d.step_ready.end());
+  d.pending_unpins.insert(d.pending_unpins.end(), d.step_unpins.begin(), d.step_unpins.end());
+  d.step_ready.clear();
+  d.step_unpins.clear();
   for (const auto& s : done.samples) {
     auto it = d.requests.find(s.request_id);
     if (it == d.requests.end())

@@ -37,6 +37,10 @@ struct scheduler_options {
   int32_t max_num_seqs = 16;
   int32_t max_state_slots = 16; // used when has_recurrent_state
   bool has_recurrent_state = false;
+  // Hybrid checkpoints (SPEC B3): 0 keeps none, -1 only the prompt-end anchor, > 0 also a
+  // ladder rung at every multiple (already snapped down to a multiple of block_size).
+  int32_t checkpoint_interval = 0;
+  int32_t units_per_image = 0; // page units one state image takes
   int32_t eos_id = 257;
   uint64_t namespace_id = 0;
   uint64_t epoch = 1;
@@ -67,7 +71,20 @@ struct scheduler_stats {
   int32_t num_running = 0;
   int32_t num_free_blocks = 0;
   int32_t num_cached_blocks = 0;
+  int64_t checkpoints_kept = 0;     // images made READY
+  int64_t checkpoints_evicted = 0;
+  int64_t checkpoints_restored = 0;
+  int32_t num_images = 0;
+  int32_t num_available_blocks = 0;
 };
+
+// Checkpoint positions of a prompt of `prompt_len` tokens (SPEC B3), ascending: ladder rungs at
+// multiples of `interval` up to the prompt's end, and the anchor at floor_block(P - 1).
+std::vector<int32_t> checkpoint_positions(int32_t prompt_len, int32_t block_size, int32_t interval);
+
+// `interval` snapped down to a multiple of `block_size` (a positive interval below one block
+// becomes one block); 0 and -1 are kept.
+int32_t snap_checkpoint_interval(int32_t interval, int32_t block_size);
 
 class scheduling {
 public:

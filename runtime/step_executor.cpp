@@ -32,9 +32,11 @@ struct step_executor::impl {
   float* host_logits = nullptr;
   int32_t* host_tokens = nullptr;
 
+  page_units units;
+
   impl(device& d, model& m, const step_executor_options& o)
       : dev(d), mdl(m), opt(o), block_size(m.options().block_size), vocab(m.geometry().vocab_size),
-        max_table(m.options().num_blocks) {
+        max_table(m.options().num_blocks), units(m.kv_fields(), m.state_slots()) {
     size_t T = static_cast<size_t>(opt.max_batch_tokens), R = static_cast<size_t>(opt.max_num_seqs);
     size_t at = 0;
     auto take = [&](size_t bytes) { size_t here = at; at = align8(at + bytes); return here; };
@@ -96,6 +98,25 @@ struct step_executor::impl {
           throw std::invalid_argument("step_plan request " + std::to_string(r.request_id) + " has token " +
                                       std::to_string(t) + " outside the vocabulary");
     }
+    auto check_image = [&](const state_image_copy& c, const char* what) {
+      if (c.state_slot < 0 || c.state_slot >= mdl.state_slots().num_slots)
+        throw std::invalid_argument(std::string(what) + " of request " + std::to_string(c.request_id) +
+                                    " names state slot " + std::to_string(c.state_slot));
+      if (static_cast<int32_t>(c.units.size()) != units.units_per_image())
+        throw std::invalid_argument(std::string(what) + " of request " + std::to_string(c.request_id) + " has " +
+                                    std::to_string(c.units.size()) + " units; an image takes " +
+                                    std::to_string(units.units_per_image()));
+      for (auto u : c.units)
+        if (u < 0 || u >= max_table)
+          throw std::invalid_argument(std::string(what) + " names unit " + std::to_string(u));
+    };
+    for (const auto& c : plan.restores)
+      check_image(c, "restore");
+    for (const auto& c : plan.checkpoint_copies)
+      check_image(c, "checkpoint copy");
+    for (auto u : plan.clears)
+      if (u < 0 || u >= max_table)
+        throw std::invalid_argument("clear names unit " + std::to_string(u));
     if (tokens > static_cast<size_t>(opt.max_batch_tokens))
       throw std::invalid_argument("step_plan has " + std::to_string(tokens) + " tokens; max_batch_tokens is " +
                                   std::to_string(opt.max_batch_tokens));
@@ -176,10 +197,17 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
 
   d.dev.copy_async(stream_kind::load, d.inputs, d.staging, d.input_bytes);
   event_id inputs_uploaded = d.dev.record(stream_kind::load);
+
+  for (auto u : plan.clears)
+    d.units.enqueue_clear(d.dev, stream_kind::compute, u);
+  for (const auto& c : plan.restores)
+    d.units.enqueue_unpack(d.dev, stream_kind::compute, c.units, c.state_slot);
   if (!d.opt.test_drop_upload_edge)
     d.dev.wait(stream_kind::compute, inputs_uploaded);
-
-  d.mdl.enqueue_forward(stream_kind::compute, batch);
+  if (batch.num_tokens > 0)
+    d.mdl.enqueue_forward(stream_kind::compute, batch);
+  for (const auto& c : plan.checkpoint_copies)
+    d.units.enqueue_pack(d.dev, stream_kind::compute, c.state_slot, c.units);
 
   auto outputs = d.mdl.outputs();
   size_t num_samples = static_cast<size_t>(batch.num_samples);

@@ -1,11 +1,13 @@
 // The model runner's core: turns a step_plan into device work with explicit event edges and
 // reports completion through a callback run by the device (never by blocking a caller).
 //
-// Edges of one step (DESIGN §2.1; later issues add clears, loads, restores, checkpoint copies
-// and saves around the forward):
+// Edges of one step (DESIGN §2.1; the host-tier issue adds loads and saves):
 //   load:    upload of the step's inputs (pinned staging → device)   ── event `inputs_uploaded`
-//   compute: wait(inputs_uploaded) → forward + sampling → copy logits and tokens to pinned host
-//            → host callback: digests, step_done
+//   compute: clears (units given back → declared fills) → restores (units → slot)
+//            → wait(inputs_uploaded) → forward + sampling → checkpoint copies (slot → units)
+//            → copy logits and tokens to pinned host → host callback: digests, step_done
+// NOTE(clears-first): a plan's clears are the first compute work of the step, so no restore,
+// forward or checkpoint copy of this or any later step can write a unit before its clear.
 // NOTE(staging): one step is in flight at a time (the scheduler sends the next plan only after
 // step_done), so the staging and input buffers are reused without further edges.
 #pragma once
@@ -18,6 +20,7 @@
 #include "messages/step.hpp"
 #include "runtime/device.hpp"
 #include "runtime/model.hpp"
+#include "runtime/page_units.hpp"
 
 namespace ordo {
 

@@ -97,7 +97,7 @@ completion_request make_request(uint64_t id, int32_t len, int32_t max_tokens, bo
 
 TEST_CASE("actor protocol: block_pool answers in-order pool steps and refuses a gap") {
   fixture f;
-  auto pool = spawn_block_pool(*f.sys, 8);
+  auto pool = spawn_block_pool(*f.sys, 8, 16);
   std::vector<std::string> outcomes;
   auto probe = f.sys->spawn([&](caf::event_based_actor* self) {
     pool_step s1;
@@ -123,7 +123,7 @@ TEST_CASE("actor protocol: scheduler, pool, connector and runner serve, reuse an
   auto seen = std::make_shared<std::vector<step_plan>>();
   auto store = spawn_store(*f.sys);
   auto connector = spawn_connector(*f.sys, "none", store);
-  auto pool = spawn_block_pool(*f.sys, 64);
+  auto pool = spawn_block_pool(*f.sys, 64, 16);
   auto runner = f.sys->spawn(fake_runner, seen);
   scheduler_options opt;
   opt.block_size = 16;

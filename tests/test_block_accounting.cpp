@@ -22,7 +22,7 @@ pool_step step_with(std::vector<block_grow> grows, std::vector<uint64_t> release
 } // namespace
 
 TEST_CASE("block accounting: a new request gets fresh blocks, all or nothing") {
-  block_accounting pool(8);
+  block_accounting pool(8, 16);
   auto done = pool.apply(step_with({{1, {}, 0, 5}}));
   REQUIRE(done.results.size() == 1);
   CHECK(done.results[0].ok);
@@ -36,7 +36,7 @@ TEST_CASE("block accounting: a new request gets fresh blocks, all or nothing") {
 }
 
 TEST_CASE("block accounting: committed blocks are shared by a later request with the same hashes") {
-  block_accounting pool(8);
+  block_accounting pool(8, 16);
   pool.apply(step_with({{1, {}, 0, 3}}));
   auto t1 = *pool.table(1);
   pool.apply(step_with({}, {}, {{1, 0, 0xa}, {1, 1, 0xb}}));
@@ -54,7 +54,7 @@ TEST_CASE("block accounting: committed blocks are shared by a later request with
 }
 
 TEST_CASE("block accounting: released indexed blocks are cached, evicted LRU first and by evict_hbm") {
-  block_accounting pool(4);
+  block_accounting pool(4, 16);
   pool.apply(step_with({{1, {}, 0, 2}}));
   pool.apply(step_with({}, {}, {{1, 0, 0x1}, {1, 1, 0x2}}));
   pool.apply(step_with({{2, {}, 0, 2}}));
@@ -75,7 +75,7 @@ TEST_CASE("block accounting: released indexed blocks are cached, evicted LRU fir
 }
 
 TEST_CASE("block accounting: a refused grow of a new request gives its hits back") {
-  block_accounting pool(3);
+  block_accounting pool(3, 16);
   pool.apply(step_with({{1, {}, 0, 1}}));
   pool.apply(step_with({}, {}, {{1, 0, 0x9}}));
   pool.apply(step_with({}, {1}));
@@ -88,7 +88,7 @@ TEST_CASE("block accounting: a refused grow of a new request gives its hits back
 }
 
 TEST_CASE("block accounting: random operations keep every invariant") {
-  block_accounting pool(32);
+  block_accounting pool(32, 16);
   uint64_t rng = 12345;
   auto next = [&] { rng = rng * 6364136223846793005ULL + 1442695040888963407ULL; return rng >> 33; };
   std::vector<uint64_t> live;

@@ -78,7 +78,8 @@ T filled() {
 TEMPLATE_TEST_CASE("every inspected field survives a round trip", "[capnp]", command_header,
                    completion_request, completion_chunk, completion_result, completion_failed,
                    evict_request, evict_result, scheduled_request, step_plan, sampled_token,
-                   step_done, block_commit, block_grow, pool_step, grow_result, pool_step_done,
+                   step_done, state_image_copy, block_commit, checkpoint_position,
+                   reserved_image, block_grow, image_unpin, pool_step, grow_result, pool_step_done,
                    connector_lookup, connector_lookup_done, object_key, store_contains,
                    store_contains_done, store_stats) {
   const TestType x = filled<TestType>();
@@ -145,9 +146,16 @@ TEST_CASE("step messages round-trip with nested structs", "[capnp]") {
     r.seed = UINT64_MAX - i;
     plan.requests.push_back(r);
   }
+  plan.clears = {9, 0, -1};
+  plan.restores = {{big, 2, 192, {4, 5, 6}}};
+  plan.checkpoint_copies = {{big, 2, 256, {7}}, {3, -1, 0, {}}};
   const step_plan back = round_trip(plan);
   CHECK(back == plan);
   CHECK(back.requests[2].seed == UINT64_MAX - 2);
+  REQUIRE(back.restores.size() == 1);
+  CHECK(back.restores[0].units == std::vector<int32_t>{4, 5, 6});
+  REQUIRE(back.checkpoint_copies.size() == 2);
+  CHECK(back.checkpoint_copies[1].state_slot == -1);
 
   step_done done;
   done.header = {1, big};
@@ -162,15 +170,22 @@ TEST_CASE("pool, connector and store messages round-trip", "[capnp]") {
   ps.releases = {big, 1, UINT64_MAX};
   ps.commits = {{big, 0, 0xabcdef0123456789ull}, {2, 5, big}};
   ps.evict_hbm = true;
-  ps.grows = {{big, {1, big, UINT64_MAX}, 4, 9}, {7, {}, 0, -1}};
+  ps.grows = {{big, {1, big, UINT64_MAX}, 4, 9, true, {{64, big}, {128, UINT64_MAX}}, 3},
+              {7, {}, 0, -1, false, {}, 0}};
+  ps.images_ready = {UINT64_MAX, big};
+  ps.unpins = {{big, 5}, {1, UINT64_MAX}};
   CHECK(round_trip(ps) == ps);
 
   pool_step_done psd;
   psd.header = {3, 4};
-  psd.results = {{big, true, 2, {0, 1, 5}}, {8, false, -1, {}}};
+  psd.results = {{big, true, 2, {0, 1, 5}, 4, big, {11, 12}, {{128, UINT64_MAX, {13, 14}}, {192, 1, {}}}},
+                 {8, false, -1, {}, 0, 0, {}, {}}};
   psd.num_evicted = 3;
   psd.num_free = -2;
   psd.num_cached = 100;
+  psd.clears = {3, 2, 1};
+  psd.num_images_evicted = -5;
+  psd.num_images = 6;
   CHECK(round_trip(psd) == psd);
 
   connector_lookup cl{big, {big, 2, 3}, 513};

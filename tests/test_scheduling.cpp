@@ -21,7 +21,7 @@ struct harness {
   std::vector<completion_failed> failures;
   double now = 0;
 
-  explicit harness(scheduler_options o) : sched(o), pool(o.num_blocks) {}
+  explicit harness(scheduler_options o) : sched(o), pool(o.num_blocks, o.block_size) {}
 
   void drain_outbox() {
     auto out = sched.take_outbox();
