@@ -13,19 +13,12 @@
 #include "actors/model_runner.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/store.hpp"
+#include "runtime/layouts.hpp"
 #include "runtime/node_metrics.hpp"
 #include "runtime/page_units.hpp"
 #include "runtime/prefix_hash.hpp"
 
 namespace ordo {
-
-uint64_t namespace_of(const node_config& c) {
-  std::string canonical = std::string("ordo-namespace-v1") + ";preset=" + to_string(c.preset) +
-                          ";size=" + to_string(c.size) + ";seed=" + std::to_string(c.model_seed) +
-                          ";kv_dtype=" + to_string(c.kv) + ";block=" + std::to_string(c.block_size) +
-                          ";chunk=" + std::to_string(c.chunk_size) + ";tp=1";
-  return digest_of(canonical);
-}
 
 namespace {
 
@@ -75,8 +68,16 @@ int node::start() {
   std::shared_ptr<device> dev = make_cpu_device(dev_opts);
   auto mdl = std::make_shared<model>(model_opts, *dev);
   const auto& geo = mdl->geometry();
-  uint64_t ns = namespace_of(d.cfg);
-  spdlog::info("ordo node: {} | device {} | namespace {:016x}", describe(d.cfg), dev->name(), ns);
+  // The published page regions must match independent byte arithmetic, or no copy of a page
+  // unit can be trusted (DESIGN §4).
+  auto mismatch = check_regions(region_layout(mdl->dims(), d.cfg.kv, d.cfg.block_size), mdl->kv_fields());
+  if (!mismatch.empty())
+    throw std::runtime_error("KV arena does not match its region layout: " + mismatch);
+  auto layout_id = state_layout_id(mdl->state_slots());
+  namespace_inputs ns_in{d.cfg.preset, d.cfg.size, d.cfg.model_seed, d.cfg.kv, d.cfg.block_size, d.cfg.chunk_size};
+  uint64_t ns = namespace_digest(ns_in, mdl->dims(), layout_id);
+  spdlog::info("ordo node: {} | device {} | namespace {:016x} | state layout {}", describe(d.cfg), dev->name(), ns,
+               layout_id);
 
   d.metrics = make_node_metrics(d.cfg);
   d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);

@@ -42,7 +42,4 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
-// The namespace of a node's cache keys: a digest of everything that changes KV bytes.
-uint64_t namespace_of(const node_config& config);
-
 } // namespace ordo

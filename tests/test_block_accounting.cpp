@@ -119,3 +119,72 @@ TEST_CASE("block accounting: random operations keep every invariant") {
     REQUIRE(why.empty());
   }
 }
+
+namespace {
+
+block_grow hybrid_grow(uint64_t id, std::vector<uint64_t> hashes, int32_t total, std::vector<checkpoint_position> cps) {
+  block_grow g;
+  g.request_id = id;
+  g.hashes = hashes;
+  g.max_hit_blocks = static_cast<int32_t>(hashes.size());
+  g.total_blocks = total;
+  g.needs_state = true;
+  g.checkpoints = std::move(cps);
+  g.units_per_image = 2;
+  return g;
+}
+
+} // namespace
+
+TEST_CASE("block accounting: state images are reserved, made READY, restored with a pin, and follow eviction") {
+  block_accounting pool(16, 16);
+  // A 3-block prompt with checkpoints at 16 and 32 tokens.
+  auto d = pool.apply(step_with({hybrid_grow(1, {0xa, 0xb}, 3, {{16, 0xa}, {32, 0xb}})}));
+  REQUIRE(d.results[0].ok);
+  REQUIRE(d.results[0].reserved.size() == 2);
+  CHECK(d.results[0].reserved[0].units.size() == 2);
+  CHECK(pool.num_free() == 16 - 3 - 4);
+  CHECK_FALSE(pool.image_ready(0xa));
+  pool_step ready = step_with({}, {}, {{1, 0, 0xa}, {1, 1, 0xb}});
+  ready.images_ready = {0xa, 0xb};
+  pool.apply(ready);
+  CHECK(pool.image_ready(0xb));
+  pool.apply(step_with({}, {1}));
+  CHECK(pool.check_invariants().empty());
+
+  // A resend restores from the image at 32 and pins it; evict_hbm leaves the pinned image and
+  // its block, and drops the idle one.
+  auto hit = pool.apply(step_with({hybrid_grow(2, {0xa, 0xb}, 3, {{16, 0xa}, {32, 0xb}})}));
+  REQUIRE(hit.results[0].ok);
+  CHECK(hit.results[0].num_hit_blocks == 2);
+  CHECK(hit.results[0].restore_hash == 0xb);
+  CHECK(hit.results[0].restore_units.size() == 2);
+  CHECK(hit.results[0].reserved.empty()); // both positions already have images
+  CHECK(pool.image_pins(0xb) == 1);
+  pool.apply(step_with({}, {2}));
+  CHECK(pool.image_pins(0xb) == 0);
+  auto hold = pool.apply(step_with({hybrid_grow(3, {0xa, 0xb}, 3, {})}));
+  REQUIRE(hold.results[0].restore_hash == 0xb);
+  auto evicted = pool.apply(step_with({}, {}, {}, true));
+  CHECK(pool.image_ready(0xb));
+  CHECK(evicted.clears.size() == 2); // ...but evict_hbm drops every idle READY image: 0xa's units
+  CHECK(pool.num_images() == 1);
+  pool.apply(step_with({}, {3}));
+  auto all = pool.apply(step_with({}, {}, {}, true));
+  CHECK(pool.num_images() == 0);
+  CHECK(all.clears.size() == 2); // the last image's units come back, to be cleared before reuse
+  CHECK(all.num_images_evicted == 1);
+  CHECK(pool.check_invariants().empty());
+}
+
+TEST_CASE("block accounting: a released request's unfinished images are dropped and their units cleared") {
+  block_accounting pool(16, 16);
+  auto d = pool.apply(step_with({hybrid_grow(1, {0xa, 0xb}, 3, {{16, 0xa}, {32, 0xb}})}));
+  REQUIRE(d.results[0].ok);
+  auto released = pool.apply(step_with({}, {1}));
+  CHECK(pool.num_images() == 0);
+  CHECK(released.clears.size() == 4);
+  CHECK(released.num_images_evicted == 2);
+  CHECK(pool.num_free() == 16);
+  CHECK(pool.check_invariants().empty());
+}

@@ -220,3 +220,53 @@ TEST_CASE("scheduling: a request larger than the pool is refused with a message"
   REQUIRE(h.failures.size() == 1);
   CHECK(h.failures[0].message.find("blocks") != std::string::npos);
 }
+
+TEST_CASE("scheduling: checkpoint positions follow SPEC B3") {
+  using v = std::vector<int32_t>;
+  CHECK(checkpoint_positions(768, 64, 256) == v{256, 512, 704, 768});
+  CHECK(checkpoint_positions(1000, 64, 256) == v{256, 512, 768, 960});
+  CHECK(checkpoint_positions(1050, 64, 256) == v{256, 512, 768, 1024});
+  CHECK(checkpoint_positions(1000, 64, -1) == v{960});
+  CHECK(checkpoint_positions(1000, 64, 0).empty());
+  CHECK(checkpoint_positions(64, 64, -1).empty()); // floor_64(63) = 0: no anchor
+  CHECK(snap_checkpoint_interval(300, 64) == 256);
+  CHECK(snap_checkpoint_interval(10, 64) == 64);
+  CHECK(snap_checkpoint_interval(-1, 64) == -1);
+  CHECK(snap_checkpoint_interval(0, 64) == 0);
+}
+
+TEST_CASE("scheduling: a hybrid prefill is cut at every checkpoint, copied after the forward, restored on resend") {
+  auto o = dense_options();
+  o.has_recurrent_state = true;
+  o.block_size = 16;
+  o.num_blocks = 128;
+  o.max_batch_tokens = 512;
+  o.checkpoint_interval = 64;
+  o.units_per_image = 2;
+  harness h(o);
+  h.add(1, 150, 2);
+  h.run();
+  // Chunks end at 64, 128, 144 (anchor floor_16(149)), then the prompt's end.
+  REQUIRE(h.plans.size() >= 4);
+  std::vector<int32_t> ends, copies;
+  for (size_t i = 0; i < 4; ++i) {
+    auto& r = h.plans[i].requests.at(0);
+    ends.push_back(r.first_position + static_cast<int32_t>(r.token_ids.size()));
+    for (auto& c : h.plans[i].checkpoint_copies) {
+      copies.push_back(c.position);
+      CHECK(c.units.size() == 2);
+    }
+  }
+  CHECK(ends == std::vector<int32_t>{64, 128, 144, 150});
+  CHECK(copies == std::vector<int32_t>{64, 128, 144});
+  h.plans.clear();
+  h.add(2, 150, 2);
+  h.run();
+  CHECK(h.result(2).resume_at == 144);
+  CHECK(h.result(2).logits_digest == h.result(1).logits_digest);
+  REQUIRE_FALSE(h.plans.empty());
+  REQUIRE(h.plans[0].restores.size() == 1);
+  CHECK(h.plans[0].restores[0].position == 144);
+  CHECK_FALSE(h.plans[0].requests[0].reset_state);
+  CHECK(h.sched.stats().checkpoints_restored == 1);
+}
