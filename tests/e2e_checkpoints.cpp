@@ -1,52 +1,17 @@
 // Hybrid prefix reuse through state checkpoints in page units (SPEC B3–B7), over HTTP.
 #include <catch.hpp>
 
-#include <memory>
-
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-
-#include "actors/node.hpp"
-#include "tools/http_client.hpp"
+#include "tests/e2e_support.hpp"
 
 using namespace ordo;
-using json = nlohmann::json;
+using namespace ordo::e2e;
 
 namespace {
 
-struct running_node {
-  std::unique_ptr<node> n;
-  int port = 0;
-};
-
-running_node start_node(const std::string& config_path, std::vector<std::string> sets = {}) {
-  spdlog::set_level(spdlog::level::warn);
-  sets.push_back("server.port=0");
-  running_node r;
-  r.n = std::make_unique<node>(load_config_file(config_path, sets));
-  r.port = r.n->start();
-  return r;
-}
-
-std::vector<int> token_prompt(int len, uint32_t seed) {
-  std::vector<int> ids;
-  uint32_t x = seed * 2654435761u + 7;
-  for (int i = 0; i < len; ++i) {
-    x = x * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int>((x >> 8) % 256));
-  }
-  return ids;
-}
-
 json complete(int port, const std::vector<int>& prompt, int max_tokens = 6) {
-  json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-  auto res = http_post(port, "/v1/completions", body.dump());
-  INFO(res.error << " " << res.body);
-  REQUIRE(res.status == 200);
-  return json::parse(res.body);
+  return e2e::complete(port, request_body(prompt, max_tokens));
 }
 
-std::string digest(const json& r) { return r["ordo"]["logits_digest"].get<std::string>(); }
 int resume_at(const json& r) { return r["ordo"]["resume_at"].get<int>(); }
 
 } // namespace

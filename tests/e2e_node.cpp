@@ -2,56 +2,13 @@
 #include <catch.hpp>
 
 #include <future>
-#include <memory>
-#include <thread>
 
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-
-#include "actors/node.hpp"
-#include "tools/http_client.hpp"
+#include "tests/e2e_support.hpp"
 
 using namespace ordo;
-using json = nlohmann::json;
+using namespace ordo::e2e;
 
 namespace {
-
-struct running_node {
-  std::unique_ptr<node> n;
-  int port = 0;
-};
-
-running_node start_node(const std::string& config_path, std::vector<std::string> sets = {}, node_hooks hooks = {}) {
-  spdlog::set_level(spdlog::level::warn);
-  sets.push_back("server.port=0");
-  running_node r;
-  r.n = std::make_unique<node>(load_config_file(config_path, sets), hooks);
-  r.port = r.n->start();
-  return r;
-}
-
-std::vector<int> token_prompt(int len, uint32_t seed) {
-  std::vector<int> ids;
-  uint32_t x = seed * 2654435761u + 1;
-  for (int i = 0; i < len; ++i) {
-    x = x * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int>((x >> 8) % 256));
-  }
-  return ids;
-}
-
-json complete(int port, const json& body) {
-  auto res = http_post(port, "/v1/completions", body.dump());
-  INFO(res.error << " " << res.body);
-  REQUIRE(res.status == 200);
-  return json::parse(res.body);
-}
-
-json request_body(const std::vector<int>& prompt, int max_tokens = 8) {
-  return {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-}
-
-std::string digest(const json& r) { return r["ordo"]["logits_digest"].get<std::string>(); }
 
 // The value of an unlabelled series in GET /metrics.
 double metric(int port, const std::string& name) {
