@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: build deps configure test demo clean
+.PHONY: build deps configure test demo clean gpu gpu-bundle gpu-amd-check
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -23,3 +23,24 @@ demo: build
 
 clean:
 	rm -rf $(BUILD)
+
+# GPU builds (DESIGN §2.2). `make gpu`: NVIDIA build (nvcc, sm_90) of ordo and gpu_check in build-gpu/.
+# `make gpu-bundle`: gpu_check plus the libraries the GPU machine lacks in gpu-bundle/; there,
+# `gpu-bundle/run` checks every HIP kernel against the CPU reference and the model on both devices.
+# `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
+GPU_BUILD ?= build-gpu
+GPU_AMD_BUILD ?= build-gpu-amd
+BUNDLE_GPU ?= ../shared/tools/bundle-gpu
+
+gpu: deps
+	@test -f $(GPU_BUILD)/CMakeCache.txt || cmake -S . -B $(GPU_BUILD) $(CMAKE_FLAGS) -DORDO_GPU=hip-nvidia
+	cmake --build $(GPU_BUILD) -j $(JOBS) --target gpu_check ordo
+
+gpu-bundle: gpu
+	rm -rf gpu-bundle
+	$(BUNDLE_GPU) $(GPU_BUILD)/gpu_check gpu-bundle
+
+gpu-amd-check:
+	@bash scripts/install-deps.sh --amd
+	@test -f $(GPU_AMD_BUILD)/CMakeCache.txt || cmake -S . -B $(GPU_AMD_BUILD) $(CMAKE_FLAGS) -DORDO_GPU=hip-amd
+	cmake --build $(GPU_AMD_BUILD) -j $(JOBS) --target ordo_gpu_amd_check

@@ -14,6 +14,7 @@
 #include "kernels/cpu/sampling.hpp"
 #include "kernels/cpu/sparse_attention.hpp"
 #include "kernels/cpu/state.hpp"
+#include "runtime/device_registry.hpp"
 
 namespace ordo {
 namespace {
@@ -57,6 +58,8 @@ std::unique_ptr<kernel_table> make_cpu_kernel_table(device& dev) {
 
 std::unique_ptr<kernel_table> make_kernel_table(device& dev) {
   if (dev.runs_host_work()) return make_cpu_kernel_table(dev);
+  if (const gpu_backend* gpu = find_gpu_backend())
+    if (std::unique_ptr<kernel_table> table = gpu->make_kernel_table(dev)) return table;
   throw std::invalid_argument("no kernel table for device " + dev.name() + " yet");
 }
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ordo builds with (DESIGN §7) when any is missing.
+# `--amd` adds Debian's HIP compiler for `make gpu-amd-check` (about 650 MB on disk).
 # Runs `apt-get update` at most once. Safe to run repeatedly.
 set -euo pipefail
 pkgs=(cmake g++ make ccache pkg-config
       libcaf-dev libcapnp-dev capnproto libuv1-dev libspdlog-dev catch2
       libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libhttp-parser-dev
       curl)
+[[ ${1:-} == --amd ]] && pkgs+=(hipcc libamdhip64-dev rocm-device-libs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,28 @@
+// Host launchers of the HIP kernels, one per model op (runtime/kernel_table.hpp), each enqueued
+// on `stream`. Each computes what its kernels/cpu twin computes, in the same order per output
+// element (kernels/hip/device_math.hpp), so results are bitwise equal to the CPU reference.
+// Runs on: the enqueuing thread; throws std::invalid_argument for shapes the kernels do not cover.
+#pragma once
+
+#include "kernels/hip_compat.hpp"
+#include "runtime/kernel_args.hpp"
+
+namespace ordo::hip {
+
+void matmul(const matmul_args& a, hipStream_t stream);
+void rmsnorm(const rmsnorm_args& a, hipStream_t stream);
+void embed(const embed_args& a, hipStream_t stream);
+void rope(const rope_args& a, hipStream_t stream);
+void swiglu(const swiglu_args& a, hipStream_t stream);
+void kv_store(const kv_store_args& a, hipStream_t stream);
+void paged_attention(const paged_attention_args& a, hipStream_t stream);
+void index_compress(const index_compress_args& a, hipStream_t stream);
+void sparse_attention(const sparse_attention_args& a, hipStream_t stream);
+void state_reset(const state_reset_args& a, hipStream_t stream);
+void causal_conv(const causal_conv_args& a, hipStream_t stream);
+void gdn(const gdn_args& a, hipStream_t stream);
+void ple_ngram(const ple_ngram_args& a, hipStream_t stream);
+void gather_rows(const gather_rows_args& a, hipStream_t stream);
+void sample(const sample_args& a, hipStream_t stream);
+
+} // namespace ordo::hip

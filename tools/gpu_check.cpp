@@ -1,0 +1,585 @@
+// gpu_check: every HIP kernel against its CPU reference (kernels/cpu) on fresh random inputs, then
+// the tiny model's forward on both devices (cold, chunked, prefix hit, batched, decode): prints a
+// table and exits 1 unless every result is bitwise equal. Built only with -DORDO_GPU=hip-*.
+// Usage: gpu_check [--seed N] [--skip-model]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <xxhash.h>
+
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/conv.hpp"
+#include "kernels/cpu/dtype.hpp"
+#include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gdn.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/mlp.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "kernels/cpu/ple.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/sampling.hpp"
+#include "kernels/cpu/sparse_attention.hpp"
+#include "kernels/cpu/state.hpp"
+#include "runtime/device_registry.hpp"
+#include "runtime/model.hpp"
+#include "tests/batch_builder.hpp"
+
+using namespace ordo;
+
+namespace {
+
+int failures = 0;
+
+// Host buffers the CPU reference works on, each with a device twin holding the same initial bytes.
+class mirror {
+public:
+  explicit mirror(device& gpu) : gpu_(gpu) {}
+  ~mirror() {
+    for (void* d : devs_) gpu_.free_device(d);
+  }
+  template <class T> struct pair {
+    T* h;
+    T* d;
+    size_t n;
+  };
+  template <class T> pair<T> of(const std::vector<T>& init) {
+    const size_t bytes = std::max<size_t>(init.size() * sizeof(T), 16);
+    hosts_.push_back(std::make_unique<std::vector<unsigned char>>(bytes, 0));
+    std::memcpy(hosts_.back()->data(), init.data(), init.size() * sizeof(T));
+    void* d = gpu_.alloc_device(bytes);
+    devs_.push_back(d);
+    gpu_.copy_async(stream_kind::load, d, hosts_.back()->data(), bytes);
+    gpu_.synchronize();
+    return {reinterpret_cast<T*>(hosts_.back()->data()), static_cast<T*>(d), init.size()};
+  }
+  template <class T> std::vector<T> download(const pair<T>& p) {
+    std::vector<T> out(p.n);
+    gpu_.copy_async(stream_kind::compute, out.data(), p.d, p.n * sizeof(T));
+    gpu_.synchronize();
+    return out;
+  }
+
+private:
+  device& gpu_;
+  std::vector<std::unique_ptr<std::vector<unsigned char>>> hosts_;
+  std::vector<void*> devs_;
+};
+
+// One row of the table: the worst buffer of a check. Floats: max |gpu − cpu| / max |cpu|;
+// integers and bytes: the fraction of elements that differ.
+struct verdict {
+  double err = 0;
+  bool bitwise = true;
+  template <class T> void add(mirror& m, const mirror::pair<T>& p) {
+    const std::vector<T> g = m.download(p);
+    if (std::memcmp(g.data(), p.h, p.n * sizeof(T)) != 0) bitwise = false;
+    if constexpr (std::is_same_v<T, float>) {
+      double scale = 0, worst = 0;
+      for (size_t i = 0; i < p.n; ++i) scale = std::max(scale, std::fabs(double(p.h[i])));
+      for (size_t i = 0; i < p.n; ++i) {
+        const double d = std::fabs(double(g[i]) - double(p.h[i]));
+        worst = std::max(worst, std::isnan(d) ? INFINITY : d);
+      }
+      err = std::max(err, scale > 0 ? worst / scale : worst);
+    } else {
+      size_t diff = 0;
+      for (size_t i = 0; i < p.n; ++i) diff += std::memcmp(&g[i], &p.h[i], sizeof(T)) != 0;
+      err = std::max(err, p.n ? double(diff) / double(p.n) : 0.0);
+    }
+  }
+};
+
+void report(const std::string& name, const verdict& v) {
+  std::printf("| %-40s | %11.3e | %-7s |\n", name.c_str(), v.err, v.bitwise ? "yes" : "NO");
+  if (!v.bitwise) ++failures;
+}
+
+struct rng {
+  std::mt19937_64 gen;
+  explicit rng(uint64_t seed) : gen(seed) {}
+  std::vector<float> floats(size_t n, float lo = -1, float hi = 1) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(gen);
+    return v;
+  }
+  std::vector<int32_t> ints(size_t n, int32_t lo, int32_t hi) {
+    std::uniform_int_distribution<int32_t> d(lo, hi);
+    std::vector<int32_t> v(n);
+    for (int32_t& x : v) x = d(gen);
+    return v;
+  }
+  int32_t below(int32_t n) { return std::uniform_int_distribution<int32_t>(0, n - 1)(gen); }
+};
+
+struct req_spec {
+  int32_t num_tokens, first_position;
+  bool reset = false;
+  float temperature = 0;
+};
+
+// A batch of requests with disjoint random block tables and state slots, mirrored host/device.
+struct batch_pair {
+  device_batch h, d;
+  int32_t num_blocks = 0, num_slots = 0;
+};
+
+batch_pair make_batch(mirror& m, rng& r, const std::vector<req_spec>& reqs, int32_t block_size) {
+  std::vector<int32_t> token_ids, positions, token_req, slot_mapping, req_token_start{0}, first_pos,
+      req_bt_start{0}, block_tables, state_slot, reset, sample_rows;
+  std::vector<float> temps;
+  std::vector<uint64_t> seeds;
+  int32_t total_blocks = 0;
+  for (const req_spec& q : reqs) total_blocks += (q.first_position + q.num_tokens + block_size - 1) / block_size;
+  std::vector<int32_t> perm(total_blocks + 7);
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int32_t>(i);
+  std::shuffle(perm.begin(), perm.end(), r.gen);
+  int32_t next_block = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const req_spec& q = reqs[i];
+    const int32_t nb = (q.first_position + q.num_tokens + block_size - 1) / block_size;
+    std::vector<int32_t> blocks(perm.begin() + next_block, perm.begin() + next_block + nb);
+    next_block += nb;
+    for (int32_t t = 0; t < q.num_tokens; ++t) {
+      const int32_t p = q.first_position + t;
+      token_ids.push_back(r.below(258));
+      positions.push_back(p);
+      token_req.push_back(static_cast<int32_t>(i));
+      slot_mapping.push_back(blocks[p / block_size] * block_size + p % block_size);
+    }
+    req_token_start.push_back(static_cast<int32_t>(token_ids.size()));
+    first_pos.push_back(q.first_position);
+    block_tables.insert(block_tables.end(), blocks.begin(), blocks.end());
+    req_bt_start.push_back(static_cast<int32_t>(block_tables.size()));
+    state_slot.push_back(static_cast<int32_t>(reqs.size() - 1 - i)); // not the request index
+    reset.push_back(q.reset ? 1 : 0);
+    sample_rows.push_back(static_cast<int32_t>(token_ids.size()) - 1);
+    temps.push_back(q.temperature);
+    seeds.push_back(0x1234567ULL * (i + 1));
+  }
+  batch_pair b;
+  b.num_blocks = static_cast<int32_t>(perm.size());
+  b.num_slots = static_cast<int32_t>(reqs.size());
+  device_batch* both[2] = {&b.h, &b.d};
+  const auto put = [&](auto& vec, auto field) {
+    auto p = m.of(vec);
+    b.h.*field = p.h;
+    b.d.*field = p.d;
+  };
+  put(token_ids, &device_batch::token_ids);
+  put(positions, &device_batch::positions);
+  put(token_req, &device_batch::token_req);
+  put(slot_mapping, &device_batch::slot_mapping);
+  put(req_token_start, &device_batch::req_token_start);
+  put(first_pos, &device_batch::req_first_position);
+  put(req_bt_start, &device_batch::req_block_table_start);
+  put(block_tables, &device_batch::block_tables);
+  put(state_slot, &device_batch::req_state_slot);
+  put(reset, &device_batch::req_reset_state);
+  put(sample_rows, &device_batch::sample_rows);
+  put(temps, &device_batch::sample_temperature);
+  put(seeds, &device_batch::sample_seed);
+  for (device_batch* x : both) {
+    x->num_tokens = static_cast<int32_t>(token_ids.size());
+    x->num_reqs = static_cast<int32_t>(reqs.size());
+    x->num_samples = static_cast<int32_t>(sample_rows.size());
+    x->block_table_len = static_cast<int32_t>(block_tables.size());
+  }
+  return b;
+}
+
+// Random stored KV elements of `dtype` (fp8: no NaN codes) and positive per-(slot, head) scales.
+std::vector<uint8_t> random_kv_bytes(rng& r, elem_dtype dt, size_t elems) {
+  std::vector<uint8_t> bytes(elems * elem_bytes(dt));
+  const std::vector<float> v = r.floats(elems, -2, 2);
+  for (size_t i = 0; i < elems; ++i) {
+    if (dt == elem_dtype::fp32) std::memcpy(&bytes[i * 4], &v[i], 4);
+    else if (dt == elem_dtype::bf16) {
+      const uint16_t b = cpu::float_to_bf16(v[i]);
+      std::memcpy(&bytes[i * 2], &b, 2);
+    } else {
+      bytes[i] = cpu::float_to_fp8_e4m3(v[i] * 200.0f);
+    }
+  }
+  return bytes;
+}
+
+struct shape {
+  const char* tag;
+  int32_t dim, heads, kv_heads, head_dim, gdn_dk, gdn_dv;
+};
+
+void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed) {
+  mirror m(gpu);
+  rng r(seed);
+  const auto run = [&](auto cpu_fn, auto gpu_fn) {
+    cpu_fn();
+    gpu_fn();
+    gpu.synchronize();
+  };
+  const std::string tag = std::string(" [") + sh.tag + "]";
+  const stream_kind cs = stream_kind::compute;
+
+  for (bool acc : {false, true}) { // matmul: odd sizes exercise the dot's tail and partial blocks
+    const int32_t rows = 37, in = sh.dim + 3, out = 301, ldx = in + 5, ldy = out + 2;
+    auto x = m.of(r.floats(size_t(rows) * ldx));
+    auto w = m.of(r.floats(size_t(out) * in));
+    auto y = m.of(r.floats(size_t(rows) * ldy));
+    matmul_args h{x.h, ldx, w.h, y.h, ldy, rows, in, out, acc}, d{x.d, ldx, w.d, y.d, ldy, rows, in, out, acc};
+    run([&] { cpu::matmul(h); }, [&] { kt.matmul(cs, d); });
+    verdict v;
+    v.add(m, y);
+    report(std::string("matmul") + (acc ? " accumulate" : "") + tag, v);
+  }
+  {
+    const int32_t rows = 33, dim = sh.dim + 5;
+    auto x = m.of(r.floats(size_t(rows) * dim, -3, 3));
+    auto w = m.of(r.floats(dim));
+    auto y = m.of(std::vector<float>(size_t(rows) * dim));
+    run([&] { cpu::rmsnorm({x.h, dim, w.h, y.h, dim, rows, dim, 1e-6f}); },
+        [&] { kt.rmsnorm(cs, {x.d, dim, w.d, y.d, dim, rows, dim, 1e-6f}); });
+    verdict v;
+    v.add(m, y);
+    report("rmsnorm" + tag, v);
+  }
+  {
+    const int32_t rows = 50, dim = sh.dim, table_rows = 300;
+    auto ids = m.of(r.ints(rows, 0, table_rows - 1));
+    auto table = m.of(r.floats(size_t(table_rows) * dim));
+    auto out = m.of(std::vector<float>(size_t(rows) * dim));
+    run([&] { cpu::embed({ids.h, table.h, out.h, rows, dim, table_rows}); },
+        [&] { kt.embed(cs, {ids.d, table.d, out.d, rows, dim, table_rows}); });
+    verdict v;
+    v.add(m, out);
+    report("embed" + tag, v);
+  }
+  {
+    const int32_t rows = 20, heads = sh.heads, hd = sh.head_dim, maxp = 256, ld = heads * hd + 8;
+    std::vector<float> cs_table(size_t(maxp) * hd);
+    for (int32_t p = 0; p < maxp; ++p)
+      for (int32_t i = 0; i < hd / 2; ++i) {
+        cs_table[(size_t(p) * hd / 2 + i) * 2] = float(std::cos(p * std::pow(10000.0, -2.0 * i / hd)));
+        cs_table[(size_t(p) * hd / 2 + i) * 2 + 1] = float(std::sin(p * std::pow(10000.0, -2.0 * i / hd)));
+      }
+    auto x = m.of(r.floats(size_t(rows) * ld));
+    auto pos = m.of(r.ints(rows, 0, maxp - 1));
+    auto tab = m.of(cs_table);
+    run([&] { cpu::rope({x.h, ld, pos.h, tab.h, rows, heads, hd, maxp}); },
+        [&] { kt.rope(cs, {x.d, ld, pos.d, tab.d, rows, heads, hd, maxp}); });
+    verdict v;
+    v.add(m, x);
+    report("rope" + tag, v);
+  }
+  {
+    const int32_t rows = 20, dim = sh.dim + 1;
+    auto gu = m.of(r.floats(size_t(rows) * 2 * dim, -12, 12));
+    auto out = m.of(std::vector<float>(size_t(rows) * dim));
+    run([&] { cpu::swiglu({gu.h, out.h, rows, dim}); }, [&] { kt.swiglu(cs, {gu.d, out.d, rows, dim}); });
+    verdict v;
+    v.add(m, out);
+    report("swiglu" + tag, v);
+  }
+
+  const int32_t bs = 16, nq = sh.heads, nkv = sh.kv_heads, hd = sh.head_dim;
+  for (elem_dtype dt : {elem_dtype::fp32, elem_dtype::bf16, elem_dtype::fp8_e4m3}) {
+    // kv_store then attention over a mixed batch: a prefill, a decode, a chunk in the middle.
+    batch_pair b = make_batch(m, r, {{21, 0}, {1, 90}, {9, 33}}, bs);
+    const size_t slots = size_t(b.num_blocks) * bs, row = size_t(nkv) * hd;
+    auto k = m.of(random_kv_bytes(r, dt, slots * row));
+    auto v = m.of(random_kv_bytes(r, dt, slots * row));
+    const bool fp8 = dt == elem_dtype::fp8_e4m3;
+    auto ks = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
+    auto vs = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
+    const int32_t T = b.h.num_tokens, ldqkv = (nq + 2 * nkv) * hd + 4;
+    std::vector<int32_t> smap(T);
+    gpu.copy_async(cs, smap.data(), b.d.slot_mapping, T * 4);
+    gpu.synchronize();
+    smap[T / 2] = -1; // a skipped row
+    auto sm = m.of(smap);
+    auto src = m.of(r.floats(size_t(T) * ldqkv, -3, 3));
+    run([&] {
+          cpu::kv_store({src.h + nq * hd, ldqkv, sm.h, k.h, fp8 ? ks.h : nullptr, dt, T, nkv, hd});
+          cpu::kv_store({src.h + nq * hd + nkv * hd, ldqkv, b.h.slot_mapping, v.h, fp8 ? vs.h : nullptr, dt, T, nkv, hd});
+        },
+        [&] {
+          kt.kv_store(cs, {src.d + nq * hd, ldqkv, sm.d, k.d, fp8 ? ks.d : nullptr, dt, T, nkv, hd});
+          kt.kv_store(cs, {src.d + nq * hd + nkv * hd, ldqkv, b.d.slot_mapping, v.d, fp8 ? vs.d : nullptr, dt, T, nkv, hd});
+        });
+    verdict vk;
+    vk.add(m, k);
+    vk.add(m, v);
+    if (fp8) {
+      vk.add(m, ks);
+      vk.add(m, vs);
+    }
+    report(std::string("kv_store ") + to_string(dt) + tag, vk);
+
+    auto out = m.of(std::vector<float>(size_t(T) * nq * hd));
+    paged_attention_args h{b.h, src.h, ldqkv, k.h, v.h, fp8 ? ks.h : nullptr, fp8 ? vs.h : nullptr, dt, out.h, nq * hd,
+                           nq, nkv, hd, bs};
+    paged_attention_args d{b.d, src.d, ldqkv, k.d, v.d, fp8 ? ks.d : nullptr, fp8 ? vs.d : nullptr, dt, out.d, nq * hd,
+                           nq, nkv, hd, bs};
+    run([&] { cpu::paged_attention(h); }, [&] { kt.paged_attention(cs, d); });
+    verdict va;
+    va.add(m, out);
+    report(std::string("paged_attention ") + to_string(dt) + tag, va);
+
+    // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.
+    const int32_t idim = 8, group = 4;
+    auto raw = m.of(r.floats(slots * idim));
+    std::vector<float> comp = r.floats(slots / group * idim);
+    for (size_t g = 1; g < slots / group; g += 2)
+      std::memcpy(&comp[g * idim], &comp[(g - 1) * idim], idim * sizeof(float));
+    auto cmp = m.of(comp);
+    run([&] { cpu::index_compress({b.h, raw.h, cmp.h, idim, bs, group}); },
+        [&] { kt.index_compress(cs, {b.d, raw.d, cmp.d, idim, bs, group}); });
+    verdict vc;
+    vc.add(m, cmp);
+    report(std::string("index_compress") + (dt == elem_dtype::fp32 ? "" : " (again)") + tag, vc);
+    auto iq = m.of(r.floats(size_t(T) * idim));
+    auto out2 = m.of(std::vector<float>(size_t(T) * nq * hd));
+    h.out = out2.h;
+    d.out = out2.d;
+    run([&] { cpu::sparse_attention({h, iq.h, idim, cmp.h, idim, 16, 4, group}); },
+        [&] { kt.sparse_attention(cs, {d, iq.d, idim, cmp.d, idim, 16, 4, group}); });
+    verdict vsa;
+    vsa.add(m, out2);
+    report(std::string("sparse_attention ") + to_string(dt) + tag, vsa);
+  }
+  {
+    batch_pair b = make_batch(m, r, {{5, 0, true}, {3, 7, false}, {1, 2, true}, {4, 9, false}}, bs);
+    const size_t slot_bytes = 512;
+    auto st = m.of(r.floats(b.num_slots * slot_bytes / 4));
+    run([&] { cpu::state_reset({b.h, reinterpret_cast<uint8_t*>(st.h), slot_bytes, b.num_slots}); },
+        [&] { kt.state_reset(cs, {b.d, reinterpret_cast<uint8_t*>(st.d), slot_bytes, b.num_slots}); });
+    verdict v;
+    v.add(m, st);
+    report("state_reset" + tag, v);
+  }
+  for (bool silu : {false, true}) {
+    batch_pair b = make_batch(m, r, {{7, 0}, {1, 40}, {12, 3}}, bs);
+    const int32_t C = sh.dim + 3, W = 4, T = b.h.num_tokens, ldx = C + 2;
+    const size_t slot_bytes = (size_t(W - 1) * C * 4 + 64 + 255) / 256 * 256;
+    auto st = m.of(r.floats(b.num_slots * slot_bytes / 4, -2, 2));
+    auto x = m.of(r.floats(size_t(T) * ldx, -3, 3));
+    auto w = m.of(r.floats(size_t(C) * W));
+    auto y = m.of(std::vector<float>(size_t(T) * C));
+    causal_conv_args h{b.h, x.h, ldx, y.h, C, w.h, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 64, b.num_slots, C, W, silu};
+    causal_conv_args d{b.d, x.d, ldx, y.d, C, w.d, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 64, b.num_slots, C, W, silu};
+    run([&] { cpu::causal_conv(h); }, [&] { kt.causal_conv(cs, d); });
+    verdict v;
+    v.add(m, y);
+    v.add(m, st);
+    report(std::string("causal_conv") + (silu ? " silu" : "") + tag, v);
+  }
+  {
+    batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
+    const int32_t H = sh.heads, dk = sh.gdn_dk, dv = sh.gdn_dv, T = b.h.num_tokens;
+    const int32_t ldq = H * (2 * dk + dv) + 3, lda = H * (2 + dv) + 1;
+    const size_t state_floats = size_t(H) * dv * dk, slot_bytes = (state_floats * 4 + 128 + 255) / 256 * 256;
+    auto st = m.of(r.floats(b.num_slots * slot_bytes / 4, -0.5f, 0.5f));
+    auto qkv = m.of(r.floats(size_t(T) * ldq, -2, 2));
+    auto abg = m.of(r.floats(size_t(T) * lda, -4, 4));
+    auto bias = m.of(r.floats(H, 1, 3));
+    auto out = m.of(std::vector<float>(size_t(T) * H * dv));
+    gdn_args h{b.h, qkv.h, ldq, abg.h, lda, bias.h, out.h, H * dv, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 128,
+               b.num_slots, H, dk, dv};
+    gdn_args d{b.d, qkv.d, ldq, abg.d, lda, bias.d, out.d, H * dv, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 128,
+               b.num_slots, H, dk, dv};
+    run([&] { cpu::gdn(h); }, [&] { kt.gdn(cs, d); });
+    verdict v;
+    v.add(m, out);
+    v.add(m, st);
+    report("gdn" + tag, v);
+  }
+  {
+    batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
+    const size_t slot_bytes = 256;
+    auto st = m.of(r.ints(b.num_slots * slot_bytes / 4, 0, 258));
+    auto buckets = m.of(std::vector<int32_t>(b.h.num_tokens));
+    const uint64_t hs = 0xfeedULL + seed;
+    run([&] { cpu::ple_ngram({b.h, buckets.h, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 16, b.num_slots, 3, 8192, hs}); },
+        [&] { kt.ple_ngram(cs, {b.d, buckets.d, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 16, b.num_slots, 3, 8192, hs}); });
+    verdict v;
+    v.add(m, buckets);
+    v.add(m, st);
+    report("ple_ngram" + tag, v);
+  }
+  {
+    const int32_t rows = 30, dim = sh.dim, count = 7;
+    auto x = m.of(r.floats(size_t(rows) * dim));
+    auto ids = m.of(r.ints(count, 0, rows - 1));
+    auto out = m.of(std::vector<float>(size_t(count) * dim));
+    run([&] { cpu::gather_rows({x.h, dim, ids.h, out.h, count, dim}); },
+        [&] { kt.gather_rows(cs, {x.d, dim, ids.d, out.d, count, dim}); });
+    verdict v;
+    v.add(m, out);
+    report("gather_rows" + tag, v);
+  }
+  {
+    // Greedy (with a tie) and seeded temperature draws.
+    batch_pair b = make_batch(m, r, {{3, 0, false, 0.0f}, {1, 20, false, 0.7f}, {2, 5, false, 1.3f}, {1, 9, false, 0.0f}}, bs);
+    const int32_t vocab = 258;
+    std::vector<float> logits = r.floats(size_t(b.h.num_samples) * vocab, -6, 6);
+    logits[17] = logits[200] = 50.0f; // tie: the lowest id wins
+    auto lg = m.of(logits);
+    auto tok = m.of(std::vector<int32_t>(b.h.num_samples));
+    run([&] { cpu::sample({b.h, lg.h, tok.h, vocab}); }, [&] { kt.sample(cs, {b.d, lg.d, tok.d, vocab}); });
+    verdict v;
+    v.add(m, tok);
+    report("sample" + tag, v);
+  }
+}
+
+// ---- the model on both devices ---------------------------------------------------------------
+
+struct model_run {
+  std::unique_ptr<device> dev;
+  std::unique_ptr<model> m;
+  std::unique_ptr<test::batch_builder> builder;
+
+  model_run(std::unique_ptr<device> d, model_preset p, kv_dtype kv) : dev(std::move(d)) {
+    model_options o;
+    o.preset = p;
+    o.size = model_size::tiny;
+    o.seed = 7;
+    o.kv = kv;
+    o.block_size = 16;
+    o.num_blocks = 128;
+    o.max_batch_tokens = 512;
+    o.max_state_slots = 8;
+    m = std::make_unique<model>(o, *dev);
+    builder = std::make_unique<test::batch_builder>(*dev, 16);
+  }
+  // Digest of each sample's logits, and the sampled tokens.
+  std::vector<uint64_t> run(const std::vector<test::request_rows>& reqs, std::vector<int32_t>* tokens = nullptr) {
+    const device_batch b = builder->build(reqs);
+    m->enqueue_forward(stream_kind::compute, b);
+    const int32_t vocab = m->geometry().vocab_size;
+    std::vector<float> logits(size_t(b.num_samples) * vocab);
+    std::vector<int32_t> toks(b.num_samples);
+    dev->copy_async(stream_kind::compute, logits.data(), m->outputs().logits, logits.size() * 4);
+    dev->copy_async(stream_kind::compute, toks.data(), m->outputs().sampled_tokens, toks.size() * 4);
+    dev->synchronize();
+    std::vector<uint64_t> out;
+    for (int32_t i = 0; i < b.num_samples; ++i) out.push_back(XXH64(&logits[size_t(i) * vocab], vocab * 4, 0));
+    if (tokens) *tokens = toks;
+    return out;
+  }
+};
+
+std::vector<int32_t> range_blocks(int32_t first, int32_t n) {
+  std::vector<int32_t> v(n);
+  for (int32_t i = 0; i < n; ++i) v[i] = first + i;
+  return v;
+}
+
+test::request_rows rows_of(const std::vector<int32_t>& prompt, int32_t from, int32_t to, std::vector<int32_t> blocks,
+                           int32_t slot, bool reset, bool sample = true) {
+  test::request_rows q;
+  q.tokens.assign(prompt.begin() + from, prompt.begin() + to);
+  q.first_position = from;
+  q.blocks = std::move(blocks);
+  q.state_slot = slot;
+  q.reset_state = reset;
+  q.sample = sample;
+  return q;
+}
+
+// Digests of one scenario: cold, chunked, prefix hit (models without recurrent state), batched,
+// then greedy decode steps continuing the cold request.
+struct scenario_result {
+  uint64_t cold = 0, chunked = 0, hit = 0, batched = 0, decode = 0;
+  std::vector<int32_t> decoded;
+};
+
+scenario_result scenario(model_run& mr) {
+  const bool stateful = mr.m->geometry().has_recurrent_state;
+  const int32_t slot_none = -1;
+  const auto slot = [&](int32_t s) { return stateful ? s : slot_none; };
+  std::vector<int32_t> prompt, other1, other2;
+  for (int32_t i = 0; i < 150; ++i) prompt.push_back((i * 37 + 11) % 256);
+  for (int32_t i = 0; i < 77; ++i) other1.push_back((i * 91 + 5) % 256);
+  for (int32_t i = 0; i < 23; ++i) other2.push_back((i * 13 + 200) % 256);
+  scenario_result r;
+  r.cold = mr.run({rows_of(prompt, 0, 150, range_blocks(0, 16), slot(0), true)})[0];
+  mr.run({rows_of(prompt, 0, 64, range_blocks(16, 16), slot(1), true, false)});
+  mr.run({rows_of(prompt, 64, 114, range_blocks(16, 16), slot(1), false, false)});
+  r.chunked = mr.run({rows_of(prompt, 114, 150, range_blocks(16, 16), slot(1), false)})[0];
+  if (!stateful) { // the first 8 blocks (128 tokens) are the cold request's, already in the arena
+    std::vector<int32_t> blocks = range_blocks(0, 8);
+    for (int32_t b : range_blocks(32, 8)) blocks.push_back(b);
+    r.hit = mr.run({rows_of(prompt, 128, 150, blocks, slot_none, false)})[0];
+  }
+  const std::vector<uint64_t> batched = mr.run({rows_of(other1, 0, 77, range_blocks(40, 8), slot(2), true),
+                                                rows_of(prompt, 0, 150, range_blocks(48, 16), slot(3), true),
+                                                rows_of(other2, 0, 23, range_blocks(64, 4), slot(4), true)});
+  r.batched = batched[1];
+  std::vector<int32_t> seq = prompt, tok;
+  mr.run({rows_of(prompt, 0, 150, range_blocks(0, 16), slot(0), true)}, &tok);
+  for (int step = 0; step < 6; ++step) {
+    seq.push_back(tok[0]);
+    r.decoded.push_back(tok[0]);
+    const int32_t p = static_cast<int32_t>(seq.size()) - 1;
+    r.decode = mr.run({rows_of(seq, p, p + 1, range_blocks(0, 16), slot(0), false)}, &tok)[0];
+  }
+  return r;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = 20261202;
+  bool skip_model = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
+    else if (a == "--skip-model") skip_model = true;
+    else {
+      std::fprintf(stderr, "usage: gpu_check [--seed N] [--skip-model]\n");
+      return 2;
+    }
+  }
+  std::unique_ptr<device> gpu = make_gpu_device(0);
+  std::unique_ptr<kernel_table> kt = make_kernel_table(*gpu);
+  std::printf("gpu_check on %s, seed %llu\n\n", gpu->name().c_str(), static_cast<unsigned long long>(seed));
+  std::printf("| %-40s | %-11s | %-7s |\n|%s|%s|%s|\n", "kernel vs CPU reference", "max rel err", "bitwise",
+              std::string(42, '-').c_str(), std::string(13, '-').c_str(), std::string(9, '-').c_str());
+  // Tiny shapes, then the b1 preset's (head_dim 128, GDN 128 × 128).
+  check_kernels(*gpu, *kt, {"tiny", 64, 4, 2, 16, 16, 16}, seed);
+  check_kernels(*gpu, *kt, {"b1", 2048, 16, 4, 128, 128, 128}, seed + 1);
+
+  if (!skip_model) {
+    std::printf("\n| %-28s | %-16s | %-7s | %-7s | %-7s | %-7s | %-9s |\n", "model (tiny) on the GPU", "cold digest",
+                "chunked", "hit", "batched", "decode", "GPU = CPU");
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(), std::string(18, '-').c_str(),
+                std::string(9, '-').c_str(), std::string(9, '-').c_str(), std::string(9, '-').c_str(),
+                std::string(9, '-').c_str(), std::string(11, '-').c_str());
+    for (model_preset p : {model_preset::dense, model_preset::gdn_hybrid, model_preset::qsa_gdn_ple})
+      for (kv_dtype kv : {kv_dtype::fp32, kv_dtype::bf16, kv_dtype::fp8}) {
+        model_run g(make_gpu_device(0), p, kv);
+        model_run c(make_cpu_device({}), p, kv);
+        const scenario_result rg = scenario(g), rc = scenario(c);
+        const bool stateful = g.m->geometry().has_recurrent_state;
+        const bool same = rg.cold == rc.cold && rg.chunked == rc.chunked && rg.hit == rc.hit && rg.batched == rc.batched &&
+                          rg.decode == rc.decode && rg.decoded == rc.decoded;
+        const bool chunked = rg.chunked == rg.cold, hit = stateful || rg.hit == rg.cold, batched = rg.batched == rg.cold;
+        char name[64], digest[32];
+        std::snprintf(name, sizeof name, "%s / %s", to_string(p), to_string(kv));
+        std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(rg.cold));
+        std::printf("| %-28s | %-16s | %-7s | %-7s | %-7s | %-7s | %-9s |\n", name, digest, chunked ? "same" : "DIFF",
+                    stateful ? "n/a" : (hit ? "same" : "DIFF"), batched ? "same" : "DIFF",
+                    rg.decoded == rc.decoded ? "same" : "DIFF", same ? "yes" : "NO");
+        failures += !same + !chunked + !hit + !batched;
+      }
+  }
+  std::printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+  return failures ? 1 : 0;
+}
