@@ -25,8 +25,8 @@ clean:
 	rm -rf $(BUILD)
 
 # GPU builds (DESIGN §2.2). `make gpu`: NVIDIA build (nvcc, sm_90) of ordo and gpu_check in build-gpu/.
-# `make gpu-bundle`: gpu_check plus the libraries the GPU machine lacks in gpu-bundle/; there,
-# `gpu-bundle/run` checks every HIP kernel against the CPU reference and the model on both devices.
+# `make gpu-bundle`: ordo, gpu_check and the libraries the GPU machine lacks in gpu-bundle/;
+# there, `gpu-bundle/checks` runs every GPU check (tools/gpu_checks.sh) and `gpu-bundle/run` is ordo.
 # `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
 GPU_BUILD ?= build-gpu
 GPU_AMD_BUILD ?= build-gpu-amd
@@ -38,7 +38,9 @@ gpu: deps
 
 gpu-bundle: gpu
 	rm -rf gpu-bundle
-	$(BUNDLE_GPU) $(GPU_BUILD)/gpu_check gpu-bundle
+	$(BUNDLE_GPU) $(GPU_BUILD)/ordo gpu-bundle
+	cp $(GPU_BUILD)/gpu_check gpu-bundle/
+	cp tools/gpu_checks.sh gpu-bundle/checks
 
 gpu-amd-check:
 	@bash scripts/install-deps.sh --amd

@@ -92,14 +92,15 @@ int run_demo(const std::string& config_path, const std::vector<std::string>& ove
   std::printf("evicted HBM: %s\n", evicted.body.c_str());
   auto warm = run_pass(port);
 
-  std::printf("\n%-12s %6s %9s %9s %-26s %-13s %s\n", "request", "prompt", "resume p1", "resume p2",
-              "p2 tiers (tokens)", "digest=cold", "p2 reason");
+  std::printf("\n%-12s %6s %9s %9s %-26s %-16s %-13s %s\n", "request", "prompt", "resume p1", "resume p2",
+              "p2 tiers (tokens)", "logits digest", "digest=cold", "p2 reason");
   int mismatches = 0;
   for (size_t i = 0; i < warm.size(); ++i) {
     bool equal = warm[i].digest == cold[i].digest;
     mismatches += !equal;
-    std::printf("%-12s %6d %9d %9d %-26s %-13s %s\n", warm[i].name.c_str(), warm[i].prompt_tokens, cold[i].resume_at,
-                warm[i].resume_at, tiers(warm[i].from).c_str(), equal ? "yes" : "NO", warm[i].reason.c_str());
+    std::printf("%-12s %6d %9d %9d %-26s %-16s %-13s %s\n", warm[i].name.c_str(), warm[i].prompt_tokens,
+                cold[i].resume_at, warm[i].resume_at, tiers(warm[i].from).c_str(), warm[i].digest.c_str(),
+                equal ? "yes" : "NO", warm[i].reason.c_str());
   }
   std::printf("\n%zu requests per pass; pass-2 digests equal to the cold run: %zu of %zu\n", warm.size(),
               warm.size() - static_cast<size_t>(mismatches), warm.size());
