@@ -1,4 +1,5 @@
-// The ordo command: `ordo node` serves, `ordo demo` shows prefix reuse end to end.
+// The ordo command: `ordo node` serves, `ordo demo` shows prefix reuse end to end, `ordo bench`
+// times the forward and the copy paths on the configured device.
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -8,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/node.hpp"
+#include "tools/bench.hpp"
 #include "tools/demo.hpp"
 
 namespace {
@@ -75,7 +77,28 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--config", demo_config, "node config (TOML)");
   demo_cmd->add_option("--set", demo_sets, "override a config key (repeatable)");
 
+  auto* bench_cmd = app.add_subcommand("bench", "time the forward or the copy paths (table + BENCH_JSON line)");
+  bench_cmd->require_subcommand(1);
+  ordo::bench_forward_options fwd;
+  auto* fwd_cmd = bench_cmd->add_subcommand("forward", "prefill and decode throughput through the step executor");
+  fwd_cmd->add_option("--config", fwd.config_path, "node config (TOML)")->required();
+  fwd_cmd->add_option("--set", fwd.overrides, "override a config key (repeatable)");
+  fwd_cmd->add_option("--prompt-tokens", fwd.prompt_tokens, "prompt tokens per request");
+  fwd_cmd->add_option("--decode-steps", fwd.decode_steps, "decode steps (one token per request each)");
+  fwd_cmd->add_option("--batch", fwd.batches, "concurrent requests; several values (--batch 1 8) run one after another");
+  ordo::bench_copy_options cpy;
+  auto* copy_cmd = bench_cmd->add_subcommand("copy", "pinned host<->device peak vs. page-unit copies");
+  copy_cmd->add_option("--config", cpy.config_path, "node config (TOML)")->required();
+  copy_cmd->add_option("--set", cpy.overrides, "override a config key (repeatable)");
+  copy_cmd->add_option("--peak-mib", cpy.peak_mib, "size of the one large copy in MiB");
+  copy_cmd->add_option("--units", cpy.units, "page units copied each way (0 = cache.num_blocks)");
+  copy_cmd->add_option("--repeats", cpy.repeats, "best of this many runs");
+
   CLI11_PARSE(app, argc, argv);
+  if (*fwd_cmd)
+    return ordo::run_bench_forward(fwd);
+  if (*copy_cmd)
+    return ordo::run_bench_copy(cpy);
   if (*node_cmd)
     return run_node(config_path, sets, port);
   if (*demo_cmd)

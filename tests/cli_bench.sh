@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# `ordo bench` as a user runs it on the CPU device: a table and one parseable BENCH_JSON line.
+set -u
+ordo=${1:?usage: cli_bench.sh PATH_TO_ORDO}
+passed=0 failed=0
+check() { # check NAME COMMAND...
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+json() { sed -n 's/^BENCH_JSON //p' "$1"; }
+
+"$ordo" bench forward --config configs/dense.toml --prompt-tokens 64 --decode-steps 4 >"$tmp/fwd" 2>"$tmp/err"
+check "forward exits 0" test $? -eq 0
+check "forward prints one BENCH_JSON line" test "$(grep -c '^BENCH_JSON {' "$tmp/fwd")" -eq 1
+check "forward prints a table" grep -qE '^ +1 prefill +64 +1 ' "$tmp/fwd"
+check "forward counts decode tokens" grep -q '"decode":{[^}]*"steps":4,"tokens":4' <(json "$tmp/fwd")
+check "forward reports prefill tokens/s" grep -qE '"prefill":\{[^}]*"tokens":64,"tokens_per_s":[0-9.e+]+' <(json "$tmp/fwd")
+
+# Two requests of 100 tokens with max_batch_tokens 64: the prefill is chunked into 4 steps.
+"$ordo" bench forward --config configs/default.toml --set scheduler.max_batch_tokens=64 --prompt-tokens 100 \
+  --decode-steps 2 --batch 2 >"$tmp/chunked" 2>"$tmp/err"
+check "chunked forward exits 0" test $? -eq 0
+check "chunked prefill takes 4 steps" grep -q '"prefill":{[^}]*"steps":4,"tokens":200' <(json "$tmp/chunked")
+
+# Several batch sizes on one model: one table row pair and one BENCH_JSON line each.
+"$ordo" bench forward --config configs/gdn_hybrid.toml --prompt-tokens 32 --decode-steps 2 --batch 1 3 >"$tmp/multi" 2>"$tmp/err"
+check "multi-batch forward exits 0" test $? -eq 0
+check "multi-batch prints a JSON line per batch" test "$(json "$tmp/multi" | grep -c '"batch":[13],')" -eq 2
+check "batch 3 decodes 3 tokens a step" grep -q '"decode":{[^}]*"steps":2,"tokens":6' <(json "$tmp/multi" | grep '"batch":3')
+
+"$ordo" bench forward --config configs/dense.toml --batch 3 --prompt-tokens 4000 >"$tmp/out" 2>"$tmp/err"
+check "a workload larger than the arena exits 2" test $? -eq 2
+check "the error names cache.num_blocks" grep -q "cache.num_blocks" "$tmp/err"
+
+"$ordo" bench copy --config configs/default.toml >"$tmp/copy" 2>"$tmp/err"
+check "copy exits 0" test $? -eq 0
+check "copy prints one BENCH_JSON line" test "$(grep -c '^BENCH_JSON {' "$tmp/copy")" -eq 1
+check "copy reports both directions against the peak" \
+  grep -qE '"units_d2h_of_peak":[0-9.e+-]+.*"units_h2d_of_peak":[0-9.e+-]+' <(json "$tmp/copy")
+check "copy makes one copy per field block" grep -q '"unit_copies":2048' <(json "$tmp/copy")
+
+"$ordo" bench copy --config configs/default.toml --set cache.block_size=48 >"$tmp/out" 2>"$tmp/err"
+check "invalid config exits 2" test $? -eq 2
+
+echo "$passed passed, $failed failed"
+test "$failed" -eq 0

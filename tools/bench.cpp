@@ -1,0 +1,395 @@
+#include "tools/bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "runtime/config.hpp"
+#include "runtime/device_registry.hpp"
+#include "runtime/layouts.hpp"
+#include "runtime/model_presets.hpp"
+#include "runtime/step_executor.hpp"
+
+namespace ordo {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::unique_ptr<device> make_configured_device(const node_config& cfg) {
+  if (cfg.device_kind == "hip")
+    return make_gpu_device(0); // throws, naming the build option, in a CPU-only build
+  cpu_device_options opts;
+  opts.chaos_seed = cfg.chaos_seed;
+  return make_cpu_device(opts);
+}
+
+// Runs one step and blocks until its completion callback (one step in flight, as in the runner).
+step_done run_step(step_executor& exec, const step_plan& plan) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  step_done result;
+  exec.execute(plan, [&](step_done d) {
+    std::lock_guard<std::mutex> lock(m);
+    result = std::move(d);
+    done = true;
+    cv.notify_one();
+  });
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return done; });
+  return result;
+}
+
+struct phase_result {
+  int64_t tokens = 0;
+  int32_t steps = 0;
+  double seconds = 0.0;
+  double device_ms = 0.0; // sum of the executor's enqueue→completion times
+  double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  double ms_per_step() const { return steps > 0 ? seconds * 1e3 / steps : 0.0; }
+  nlohmann::json to_json() const {
+    return {{"tokens", tokens},          {"steps", steps},
+            {"seconds", seconds},        {"tokens_per_s", tokens_per_s()},
+            {"ms_per_step", ms_per_step()}, {"device_ms_sum", device_ms}};
+  }
+};
+
+// The workload: `batch` requests of `prompt` tokens each, every request owning the blocks of
+// prompt + decode tokens, laid out one after another in the arena.
+struct forward_workload {
+  int32_t batch = 1, prompt = 0, decode = 0, block_size = 16, max_batch_tokens = 512, max_num_seqs = 16;
+  int32_t blocks_per_req = 0;
+  bool has_state = false;
+
+  scheduled_request request(int32_t r) const {
+    scheduled_request s;
+    s.request_id = static_cast<uint64_t>(r) + 1;
+    s.state_slot = has_state ? r : -1;
+    for (int32_t b = 0; b < blocks_per_req; ++b)
+      s.block_table.push_back(r * blocks_per_req + b);
+    s.seed = static_cast<uint64_t>(r);
+    return s;
+  }
+  static int32_t prompt_token(int32_t r, int32_t i) { return (i * 7 + r * 13 + 32) % 256; }
+};
+
+phase_result run_prefill(step_executor& exec, const forward_workload& w, std::vector<int32_t>& last_token) {
+  phase_result res;
+  std::vector<int32_t> progress(static_cast<size_t>(w.batch), 0);
+  auto t0 = clock_type::now();
+  for (;;) {
+    step_plan plan;
+    plan.header.seq = static_cast<uint64_t>(res.steps) + 1;
+    int32_t budget = w.max_batch_tokens;
+    for (int32_t r = 0; r < w.batch && budget > 0 && static_cast<int32_t>(plan.requests.size()) < w.max_num_seqs;
+         ++r) {
+      int32_t done = progress[static_cast<size_t>(r)];
+      if (done >= w.prompt)
+        continue;
+      int32_t take = std::min(w.prompt - done, budget);
+      auto s = w.request(r);
+      s.first_position = done;
+      s.reset_state = done == 0;
+      for (int32_t i = done; i < done + take; ++i)
+        s.token_ids.push_back(forward_workload::prompt_token(r, i));
+      s.sample = done + take == w.prompt;
+      progress[static_cast<size_t>(r)] += take;
+      budget -= take;
+      res.tokens += take;
+      plan.requests.push_back(std::move(s));
+    }
+    if (plan.requests.empty())
+      break;
+    auto d = run_step(exec, plan);
+    res.device_ms += d.device_ms;
+    ++res.steps;
+    for (const auto& s : d.samples)
+      last_token[static_cast<size_t>(s.request_id - 1)] = s.token_id;
+  }
+  res.seconds = seconds_since(t0);
+  return res;
+}
+
+phase_result run_decode(step_executor& exec, const forward_workload& w, std::vector<int32_t>& last_token) {
+  phase_result res;
+  auto t0 = clock_type::now();
+  for (int32_t step = 0; step < w.decode; ++step) {
+    step_plan plan;
+    plan.header.seq = 1000000 + static_cast<uint64_t>(step);
+    for (int32_t r = 0; r < w.batch; ++r) {
+      auto s = w.request(r);
+      s.first_position = w.prompt + step;
+      s.token_ids = {last_token[static_cast<size_t>(r)]};
+      s.sample = true;
+      plan.requests.push_back(std::move(s));
+    }
+    auto d = run_step(exec, plan);
+    res.device_ms += d.device_ms;
+    res.tokens += w.batch;
+    ++res.steps;
+    for (const auto& s : d.samples)
+      last_token[static_cast<size_t>(s.request_id - 1)] = s.token_id;
+  }
+  res.seconds = seconds_since(t0);
+  return res;
+}
+
+// One short prefill chunk and one decode-shaped step, so first-launch costs stay out of the timing.
+void warm_up(step_executor& exec, const forward_workload& w) {
+  step_plan plan;
+  auto s = w.request(0);
+  s.reset_state = true;
+  for (int32_t i = 0; i < std::min(w.prompt, w.max_batch_tokens); ++i)
+    s.token_ids.push_back(forward_workload::prompt_token(0, i));
+  s.sample = true;
+  plan.requests.push_back(s);
+  run_step(exec, plan);
+  step_plan decode;
+  decode.header.seq = 1;
+  for (int32_t r = 0; r < w.batch; ++r) {
+    auto d = w.request(r);
+    d.reset_state = true;
+    d.token_ids = {forward_workload::prompt_token(r, 0)};
+    d.sample = true;
+    decode.requests.push_back(std::move(d));
+  }
+  run_step(exec, decode);
+}
+
+bool load_bench_config(const std::string& path, const std::vector<std::string>& sets, node_config& cfg) {
+  try {
+    cfg = load_config_file(path, sets);
+    return true;
+  } catch (const std::exception& e) {
+    std::cerr << "ordo bench: invalid config: " << e.what() << "\n";
+    return false;
+  }
+}
+
+// Best-of-`repeats` seconds of `enqueue` followed by a device synchronize.
+template <class Fn>
+double best_time(device& dev, int32_t repeats, Fn&& enqueue) {
+  double best = 1e30;
+  for (int32_t i = 0; i < std::max(repeats, 1); ++i) {
+    dev.synchronize();
+    auto t0 = clock_type::now();
+    enqueue();
+    dev.synchronize();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
+double gbps(double bytes, double seconds) { return seconds > 0 ? bytes / seconds / 1e9 : 0.0; }
+
+} // namespace
+
+int run_bench_forward(const bench_forward_options& o) {
+  spdlog::set_level(spdlog::level::warn);
+  node_config cfg;
+  if (!load_bench_config(o.config_path, o.overrides, cfg))
+    return 2;
+  auto model_opts = to_model_options(cfg);
+  auto dims = dims_of(cfg.preset, cfg.size);
+  const int32_t blocks_per_req = (o.prompt_tokens + o.decode_steps + cfg.block_size - 1) / cfg.block_size;
+  std::string why;
+  if (o.batches.empty())
+    why = "--batch needs at least one value";
+  else if (o.prompt_tokens < 1 || o.decode_steps < 0)
+    why = "--prompt-tokens must be >= 1, --decode-steps >= 0";
+  else if (o.prompt_tokens + o.decode_steps > dims.max_context)
+    why = "prompt + decode = " + std::to_string(o.prompt_tokens + o.decode_steps) + " exceeds the context of " +
+          std::to_string(dims.max_context);
+  for (auto batch : o.batches) {
+    if (!why.empty())
+      break;
+    if (batch < 1)
+      why = "--batch must be >= 1";
+    else if (batch > cfg.max_num_seqs)
+      why = "--batch " + std::to_string(batch) + " exceeds scheduler.max_num_seqs = " + std::to_string(cfg.max_num_seqs);
+    else if (batch > model_opts.max_state_slots)
+      why = "--batch " + std::to_string(batch) + " exceeds the model's " + std::to_string(model_opts.max_state_slots) +
+            " state slots";
+    else if (static_cast<int64_t>(blocks_per_req) * batch > cfg.num_blocks)
+      why = "the workload needs " + std::to_string(static_cast<int64_t>(blocks_per_req) * batch) +
+            " blocks; set cache.num_blocks (now " + std::to_string(cfg.num_blocks) + ") at least that high";
+  }
+  if (!why.empty()) {
+    std::cerr << "ordo bench forward: " << why << "\n";
+    return 2;
+  }
+  try {
+    auto dev = make_configured_device(cfg);
+    auto t_build = clock_type::now();
+    model mdl(model_opts, *dev);
+    double build_s = seconds_since(t_build);
+    step_executor_options exec_opts;
+    exec_opts.max_batch_tokens = cfg.max_batch_tokens;
+    exec_opts.max_num_seqs = cfg.max_num_seqs;
+    step_executor exec(*dev, mdl, exec_opts);
+
+    std::printf("ordo bench forward: %s/%s kv %s on %s | prompt %d tokens, decode %d steps, "
+                "max_batch_tokens %d, block %d | model built in %.1f s\n",
+                to_string(cfg.preset), to_string(cfg.size), to_string(cfg.kv), dev->name().c_str(), o.prompt_tokens,
+                o.decode_steps, cfg.max_batch_tokens, cfg.block_size, build_s);
+    std::printf("%5s %-8s %8s %6s %11s %12s %10s\n", "batch", "phase", "tokens", "steps", "wall ms", "tokens/s",
+                "ms/step");
+    for (auto batch : o.batches) {
+      forward_workload w;
+      w.batch = batch, w.prompt = o.prompt_tokens, w.decode = o.decode_steps;
+      w.block_size = cfg.block_size, w.max_batch_tokens = cfg.max_batch_tokens, w.max_num_seqs = cfg.max_num_seqs;
+      w.blocks_per_req = blocks_per_req;
+      w.has_state = mdl.geometry().has_recurrent_state;
+      warm_up(exec, w);
+      dev->synchronize();
+      std::vector<int32_t> last_token(static_cast<size_t>(w.batch), 0);
+      auto prefill = run_prefill(exec, w, last_token);
+      dev->synchronize();
+      auto decode = run_decode(exec, w, last_token);
+      dev->synchronize();
+      for (auto [name, p] : {std::pair<const char*, const phase_result*>{"prefill", &prefill}, {"decode", &decode}})
+        std::printf("%5d %-8s %8lld %6d %11.1f %12.1f %10.2f\n", batch, name, static_cast<long long>(p->tokens),
+                    p->steps, p->seconds * 1e3, p->tokens_per_s(), p->ms_per_step());
+      // The JSON line right after its rows, so a run cut short still leaves every finished batch.
+      nlohmann::json j = {{"bench", "forward"},
+                          {"preset", to_string(cfg.preset)},
+                          {"size", to_string(cfg.size)},
+                          {"kv_dtype", to_string(cfg.kv)},
+                          {"device", dev->name()},
+                          {"prompt_tokens", w.prompt},
+                          {"decode_steps", w.decode},
+                          {"batch", w.batch},
+                          {"max_batch_tokens", w.max_batch_tokens},
+                          {"block_size", w.block_size},
+                          {"model_build_s", build_s},
+                          {"prefill", prefill.to_json()},
+                          {"decode", decode.to_json()}};
+      std::printf("BENCH_JSON %s\n", j.dump().c_str());
+      std::fflush(stdout);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ordo bench forward: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int run_bench_copy(const bench_copy_options& o) {
+  spdlog::set_level(spdlog::level::warn);
+  node_config cfg;
+  if (!load_bench_config(o.config_path, o.overrides, cfg))
+    return 2;
+  if (o.peak_mib < 1 || o.units < 0 || o.repeats < 1) {
+    std::cerr << "ordo bench copy: --peak-mib and --repeats must be >= 1, --units >= 0\n";
+    return 2;
+  }
+  try {
+    auto dev = make_configured_device(cfg);
+    // (a) one large pinned copy each way: the ceiling of the link.
+    const size_t peak_bytes = static_cast<size_t>(o.peak_mib) << 20;
+    void* big_dev = dev->alloc_device(peak_bytes);
+    void* big_host = dev->alloc_host_pinned(peak_bytes);
+    double peak_h2d = best_time(*dev, o.repeats, [&] { dev->copy_async(stream_kind::load, big_dev, big_host, peak_bytes); });
+    double peak_d2h = best_time(*dev, o.repeats, [&] { dev->copy_async(stream_kind::save, big_host, big_dev, peak_bytes); });
+    dev->free_host_pinned(big_host);
+    dev->free_device(big_dev);
+
+    // (b) page units as the arena lays them out (one region per field, block b at b·block_bytes),
+    // copied to / from a host buffer of whole units with one copy_async per field block.
+    auto specs = region_layout(dims_of(cfg.preset, cfg.size), cfg.kv, cfg.block_size);
+    const int32_t units = o.units > 0 ? o.units : cfg.num_blocks;
+    size_t unit_bytes = 0, min_block = 0, max_block = 0;
+    for (const auto& s : specs) {
+      size_t bb = s.row_bytes * static_cast<size_t>(s.rows_per_block);
+      unit_bytes += bb;
+      min_block = min_block == 0 ? bb : std::min(min_block, bb);
+      max_block = std::max(max_block, bb);
+    }
+    const size_t total = unit_bytes * static_cast<size_t>(units);
+    auto* arena = static_cast<uint8_t*>(dev->alloc_device(total));
+    auto* host = static_cast<uint8_t*>(dev->alloc_host_pinned(total));
+    std::vector<uint8_t*> regions;
+    size_t region_offset = 0;
+    for (const auto& s : specs) {
+      regions.push_back(arena + region_offset);
+      region_offset += s.row_bytes * static_cast<size_t>(s.rows_per_block) * static_cast<size_t>(units);
+    }
+    auto per_block = [&](bool to_host) {
+      stream_kind stream = to_host ? stream_kind::save : stream_kind::load;
+      for (int32_t u = 0; u < units; ++u)
+        for (size_t f = 0; f < specs.size(); ++f) {
+          size_t bb = specs[f].row_bytes * static_cast<size_t>(specs[f].rows_per_block);
+          uint8_t* d = regions[f] + static_cast<size_t>(u) * bb;
+          uint8_t* h = host + static_cast<size_t>(u) * unit_bytes + specs[f].offset_in_unit;
+          if (to_host)
+            dev->copy_async(stream, h, d, bb);
+          else
+            dev->copy_async(stream, d, h, bb);
+        }
+    };
+    double units_d2h = best_time(*dev, o.repeats, [&] { per_block(true); });
+    double units_h2d = best_time(*dev, o.repeats, [&] { per_block(false); });
+    dev->free_host_pinned(host);
+    dev->free_device(arena);
+
+    const size_t copies = specs.size() * static_cast<size_t>(units);
+    const double peak_h2d_gbps = gbps(static_cast<double>(peak_bytes), peak_h2d);
+    const double peak_d2h_gbps = gbps(static_cast<double>(peak_bytes), peak_d2h);
+    const double units_h2d_gbps = gbps(static_cast<double>(total), units_h2d);
+    const double units_d2h_gbps = gbps(static_cast<double>(total), units_d2h);
+    auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    std::printf("ordo bench copy: %s/%s kv %s block %d on %s | best of %d\n", to_string(cfg.preset),
+                to_string(cfg.size), to_string(cfg.kv), cfg.block_size, dev->name().c_str(), o.repeats);
+    std::printf("page unit: %zu fields, %zu bytes (field blocks of %zu..%zu bytes); %d units = %.1f MiB, %zu copies\n",
+                specs.size(), unit_bytes,
+                min_block, max_block,
+                units, static_cast<double>(total) / (1 << 20), copies);
+    std::printf("%-34s %12s %10s %8s %9s\n", "path", "bytes", "ms", "GB/s", "of peak");
+    std::printf("%-34s %12zu %10.3f %8.2f %9s\n", "peak host->device (one copy)", peak_bytes, peak_h2d * 1e3,
+                peak_h2d_gbps, "1.00");
+    std::printf("%-34s %12zu %10.3f %8.2f %9s\n", "peak device->host (one copy)", peak_bytes, peak_d2h * 1e3,
+                peak_d2h_gbps, "1.00");
+    std::printf("%-34s %12zu %10.3f %8.2f %9.3f\n", "units host->device (per field block)", total, units_h2d * 1e3,
+                units_h2d_gbps, ratio(units_h2d_gbps, peak_h2d_gbps));
+    std::printf("%-34s %12zu %10.3f %8.2f %9.3f\n", "units device->host (per field block)", total, units_d2h * 1e3,
+                units_d2h_gbps, ratio(units_d2h_gbps, peak_d2h_gbps));
+    nlohmann::json j = {{"bench", "copy"},
+                        {"preset", to_string(cfg.preset)},
+                        {"size", to_string(cfg.size)},
+                        {"kv_dtype", to_string(cfg.kv)},
+                        {"block_size", cfg.block_size},
+                        {"device", dev->name()},
+                        {"repeats", o.repeats},
+                        {"peak_bytes", peak_bytes},
+                        {"peak_h2d_gbps", peak_h2d_gbps},
+                        {"peak_d2h_gbps", peak_d2h_gbps},
+                        {"unit_fields", specs.size()},
+                        {"unit_bytes", unit_bytes},
+                        {"units", units},
+                        {"unit_copies", copies},
+                        {"units_h2d_gbps", units_h2d_gbps},
+                        {"units_d2h_gbps", units_d2h_gbps},
+                        {"units_h2d_of_peak", ratio(units_h2d_gbps, peak_h2d_gbps)},
+                        {"units_d2h_of_peak", ratio(units_d2h_gbps, peak_d2h_gbps)}};
+    std::printf("BENCH_JSON %s\n", j.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ordo bench copy: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+} // namespace ordo

@@ -1,0 +1,37 @@
+// `ordo bench`: timings of the model and of the copy paths on the configured device, printed as a
+// human table plus one `BENCH_JSON {...}` line for scripts (BENCHMARKS.md records the H200 runs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ordo {
+
+struct bench_forward_options {
+  std::string config_path = "configs/default.toml";
+  std::vector<std::string> overrides;
+  int32_t prompt_tokens = 512;
+  int32_t decode_steps = 16;
+  std::vector<int32_t> batches = {1}; // one run (and one BENCH_JSON line) per batch size, same model
+};
+
+// Prefill of `prompt_tokens` for each of `batch` requests (chunked by scheduler.max_batch_tokens),
+// then `decode_steps` steps of one token per request, through the step executor; warmed up once
+// per batch size.
+// Returns the process exit code (0 ok, 2 bad config or arguments, 1 failure).
+int run_bench_forward(const bench_forward_options& options);
+
+struct bench_copy_options {
+  std::string config_path = "configs/default.toml";
+  std::vector<std::string> overrides;
+  int32_t peak_mib = 256;  // size of the one large pinned copy
+  int32_t units = 0;       // page units copied each way; 0 = cache.num_blocks
+  int32_t repeats = 5;     // best of
+};
+
+// Peak of one large pinned host↔device copy each way, against the current page-unit path
+// (one copy_async per field block). Returns the process exit code.
+int run_bench_copy(const bench_copy_options& options);
+
+} // namespace ordo
