@@ -41,14 +41,20 @@ check "metrics are Prometheus text" grep -q '^ordo_requests_total{status="ok"} 1
 check "the request was logged" grep -q "request 1 finished: prompt 34 tokens" "$tmp/err"
 
 # SIGTERM while a request is in flight: it completes, then the node exits 0.
-curl_ "$url/v1/completions" -d '{"prompt": "Drain me", "max_tokens": 64}' >"$tmp/drained" &
+# A 3500-token prefill takes seconds on the CPU device: the request is in flight when the signal lands.
+long_prompt=$(head -c 3500 </dev/zero | tr '\0' 'a')
+curl_ "$url/v1/completions" -d "{\"prompt\": \"$long_prompt\", \"max_tokens\": 4}" >"$tmp/drained" &
 curl_pid=$!
-sleep 0.2
+for _ in $(seq 1 50); do # until the node has admitted it
+  curl_ "$url/metrics" | grep -q '^ordo_num_requests_running 1$' && break
+  sleep 0.05
+done
 kill -TERM $pid
 wait $pid
 check "SIGTERM exits 0" test $? -eq 0
 wait $curl_pid
-check "in-flight request completed during drain" grep -q '"finish_reason"' "$tmp/drained"
+check "in-flight request completed during drain" grep -q '"prompt_tokens":3501' "$tmp/drained"
+check "the drain was logged" grep -q "draining in-flight requests" "$tmp/err"
 pid=
 
 echo "$passed passed, $failed failed"
