@@ -45,6 +45,7 @@ using hipHostFn_t = cudaHostFn_t;
 #define hipFree cudaFree
 #define hipHostMalloc cudaHostAlloc
 #define hipHostFree cudaFreeHost
+#define hipHostGetDevicePointer cudaHostGetDevicePointer
 #define hipMemset cudaMemset
 #define hipMemsetAsync cudaMemsetAsync
 #define hipMemcpy cudaMemcpy

@@ -14,6 +14,7 @@
 #include "kernels/cpu/sampling.hpp"
 #include "kernels/cpu/sparse_attention.hpp"
 #include "kernels/cpu/state.hpp"
+#include "kernels/cpu/unit_copy.hpp"
 #include "runtime/device_registry.hpp"
 
 namespace ordo {
@@ -42,6 +43,7 @@ public:
   ORDO_CPU_OP(ple_ngram, ple_ngram_args)
   ORDO_CPU_OP(gather_rows, gather_rows_args)
   ORDO_CPU_OP(sample, sample_args)
+  ORDO_CPU_OP(unit_copy, unit_copy_args)
 #undef ORDO_CPU_OP
 
 private:

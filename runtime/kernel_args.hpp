@@ -174,4 +174,21 @@ struct sample_args {
   int32_t vocab = 0;
 };
 
+// Page units ↔ a contiguous pinned host buffer (DESIGN §2.2: one kernel instead of one copy per
+// field block). Host buffer layout: unit-major in unit_ids order, then field order, each field's
+// whole block: unit i's field f starts at host + i·unit_bytes + sum(block_bytes[0..f)), where
+// unit_bytes = sum(block_bytes). Arena side: unit u of field f is regions[f] + u·block_bytes[f].
+// regions, block_bytes and unit_ids are device memory; host is mapped pinned memory
+// (device::alloc_host_pinned), addressed by the kernel through its mapping.
+enum class unit_copy_direction : uint8_t { gather = 0 /* arena → host */, scatter = 1 /* host → arena */ };
+struct unit_copy_args {
+  uint8_t* const* regions = nullptr;     // [num_fields]
+  const uint64_t* block_bytes = nullptr; // [num_fields]
+  const int32_t* unit_ids = nullptr;     // [num_units]
+  uint8_t* host = nullptr;               // [num_units × unit_bytes]
+  int32_t num_fields = 0, num_units = 0;
+  uint64_t max_block_bytes = 0;          // max of block_bytes (sizes the launch grid)
+  unit_copy_direction direction = unit_copy_direction::gather;
+};
+
 } // namespace ordo

@@ -29,6 +29,8 @@ public:
   virtual void ple_ngram(stream_kind s, const ple_ngram_args& a) = 0;
   virtual void gather_rows(stream_kind s, const gather_rows_args& a) = 0;
   virtual void sample(stream_kind s, const sample_args& a) = 0;
+  // Gather (arena → host) or scatter (host → arena) of page units, per a.direction.
+  virtual void unit_copy(stream_kind s, const unit_copy_args& a) = 0;
 };
 
 // The table for `dev`: the CPU reference table when dev.runs_host_work(); throws

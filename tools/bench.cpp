@@ -342,6 +342,33 @@ int run_bench_copy(const bench_copy_options& o) {
     };
     double units_d2h = best_time(*dev, o.repeats, [&] { per_block(true); });
     double units_h2d = best_time(*dev, o.repeats, [&] { per_block(false); });
+
+    // (c) the same units moved by the kernel table's unit_copy: one gather / scatter launch
+    // writing or reading the mapped pinned buffer directly (DESIGN §2.2).
+    auto table = make_kernel_table(*dev);
+    std::vector<uint64_t> block_bytes;
+    for (const auto& s : specs) block_bytes.push_back(s.row_bytes * static_cast<size_t>(s.rows_per_block));
+    std::vector<int32_t> unit_ids(static_cast<size_t>(units));
+    for (int32_t u = 0; u < units; ++u) unit_ids[static_cast<size_t>(u)] = u;
+    auto* regions_d = static_cast<uint8_t**>(dev->alloc_device(regions.size() * sizeof(uint8_t*)));
+    auto* block_bytes_d = static_cast<uint64_t*>(dev->alloc_device(block_bytes.size() * sizeof(uint64_t)));
+    auto* unit_ids_d = static_cast<int32_t*>(dev->alloc_device(unit_ids.size() * sizeof(int32_t)));
+    dev->copy_async(stream_kind::load, regions_d, regions.data(), regions.size() * sizeof(uint8_t*));
+    dev->copy_async(stream_kind::load, block_bytes_d, block_bytes.data(), block_bytes.size() * sizeof(uint64_t));
+    dev->copy_async(stream_kind::load, unit_ids_d, unit_ids.data(), unit_ids.size() * sizeof(int32_t));
+    dev->synchronize();
+    auto kernel_copy = [&](bool to_host) {
+      unit_copy_args a;
+      a.regions = regions_d, a.block_bytes = block_bytes_d, a.unit_ids = unit_ids_d, a.host = host;
+      a.num_fields = static_cast<int32_t>(specs.size()), a.num_units = units, a.max_block_bytes = max_block;
+      a.direction = to_host ? unit_copy_direction::gather : unit_copy_direction::scatter;
+      table->unit_copy(to_host ? stream_kind::save : stream_kind::load, a);
+    };
+    double kernel_d2h = best_time(*dev, o.repeats, [&] { kernel_copy(true); });
+    double kernel_h2d = best_time(*dev, o.repeats, [&] { kernel_copy(false); });
+    dev->free_device(unit_ids_d);
+    dev->free_device(block_bytes_d);
+    dev->free_device(regions_d);
     dev->free_host_pinned(host);
     dev->free_device(arena);
 
@@ -350,6 +377,8 @@ int run_bench_copy(const bench_copy_options& o) {
     const double peak_d2h_gbps = gbps(static_cast<double>(peak_bytes), peak_d2h);
     const double units_h2d_gbps = gbps(static_cast<double>(total), units_h2d);
     const double units_d2h_gbps = gbps(static_cast<double>(total), units_d2h);
+    const double kernel_h2d_gbps = gbps(static_cast<double>(total), kernel_h2d);
+    const double kernel_d2h_gbps = gbps(static_cast<double>(total), kernel_d2h);
     auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
     std::printf("ordo bench copy: %s/%s kv %s block %d on %s | best of %d\n", to_string(cfg.preset),
                 to_string(cfg.size), to_string(cfg.kv), cfg.block_size, dev->name().c_str(), o.repeats);
@@ -366,6 +395,10 @@ int run_bench_copy(const bench_copy_options& o) {
                 units_h2d_gbps, ratio(units_h2d_gbps, peak_h2d_gbps));
     std::printf("%-34s %12zu %10.3f %8.2f %9.3f\n", "units device->host (per field block)", total, units_d2h * 1e3,
                 units_d2h_gbps, ratio(units_d2h_gbps, peak_d2h_gbps));
+    std::printf("%-34s %12zu %10.3f %8.2f %9.3f\n", "scatter kernel host->device", total, kernel_h2d * 1e3,
+                kernel_h2d_gbps, ratio(kernel_h2d_gbps, peak_h2d_gbps));
+    std::printf("%-34s %12zu %10.3f %8.2f %9.3f\n", "gather kernel device->host", total, kernel_d2h * 1e3,
+                kernel_d2h_gbps, ratio(kernel_d2h_gbps, peak_d2h_gbps));
     nlohmann::json j = {{"bench", "copy"},
                         {"preset", to_string(cfg.preset)},
                         {"size", to_string(cfg.size)},
@@ -383,7 +416,11 @@ int run_bench_copy(const bench_copy_options& o) {
                         {"units_h2d_gbps", units_h2d_gbps},
                         {"units_d2h_gbps", units_d2h_gbps},
                         {"units_h2d_of_peak", ratio(units_h2d_gbps, peak_h2d_gbps)},
-                        {"units_d2h_of_peak", ratio(units_d2h_gbps, peak_d2h_gbps)}};
+                        {"units_d2h_of_peak", ratio(units_d2h_gbps, peak_d2h_gbps)},
+                        {"kernel_h2d_gbps", kernel_h2d_gbps},
+                        {"kernel_d2h_gbps", kernel_d2h_gbps},
+                        {"kernel_h2d_of_peak", ratio(kernel_h2d_gbps, peak_h2d_gbps)},
+                        {"kernel_d2h_of_peak", ratio(kernel_d2h_gbps, peak_d2h_gbps)}};
     std::printf("BENCH_JSON %s\n", j.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -223,6 +223,7 @@ public:
   ORDO_HIP_OP(ple_ngram, ple_ngram_args)
   ORDO_HIP_OP(gather_rows, gather_rows_args)
   ORDO_HIP_OP(sample, sample_args)
+  ORDO_HIP_OP(unit_copy, unit_copy_args)
 #undef ORDO_HIP_OP
 
 private:

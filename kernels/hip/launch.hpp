@@ -24,5 +24,6 @@ void gdn(const gdn_args& a, hipStream_t stream);
 void ple_ngram(const ple_ngram_args& a, hipStream_t stream);
 void gather_rows(const gather_rows_args& a, hipStream_t stream);
 void sample(const sample_args& a, hipStream_t stream);
+void unit_copy(const unit_copy_args& a, hipStream_t stream);
 
 } // namespace ordo::hip
