@@ -1,0 +1,11 @@
+// Page-unit gather / scatter between the KV arena and a contiguous host buffer (the layout is
+// documented at unit_copy_args in runtime/kernel_args.hpp). The reference for kernels/hip.
+#pragma once
+
+#include "runtime/kernel_args.hpp"
+
+namespace ordo::cpu {
+
+void unit_copy(const unit_copy_args& a);
+
+} // namespace ordo::cpu
