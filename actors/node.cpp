@@ -13,7 +13,6 @@
 #include "actors/model_runner.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/store.hpp"
-#include "runtime/device_registry.hpp"
 #include "runtime/layouts.hpp"
 #include "runtime/node_metrics.hpp"
 #include "runtime/page_units.hpp"
@@ -61,14 +60,7 @@ int node::start() {
   auto& d = *impl_;
   validate(d.cfg);
   auto model_opts = to_model_options(d.cfg);
-  std::shared_ptr<device> dev;
-  if (d.cfg.device_kind == "hip") {
-    dev = make_gpu_device(0); // throws, naming the build option, in a build without a GPU backend
-  } else {
-    cpu_device_options dev_opts;
-    dev_opts.chaos_seed = d.cfg.chaos_seed;
-    dev = make_cpu_device(dev_opts);
-  }
+  std::shared_ptr<device> dev = make_configured_device(d.cfg);
   auto mdl = std::make_shared<model>(model_opts, *dev);
   const auto& geo = mdl->geometry();
   // The published page regions must match independent byte arithmetic, or no copy of a page

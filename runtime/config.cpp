@@ -1,5 +1,7 @@
 #include "runtime/config.hpp"
 
+#include "runtime/device_registry.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
@@ -401,6 +403,14 @@ std::string describe(const node_config& cfg) {
      << " server.host=" << cfg.host << " server.port=" << cfg.port
      << " log.level=" << cfg.log_level;
   return os.str();
+}
+
+std::unique_ptr<device> make_configured_device(const node_config& cfg) {
+  if (cfg.device_kind == "hip")
+    return make_gpu_device(0);
+  cpu_device_options opts;
+  opts.chaos_seed = cfg.chaos_seed;
+  return make_cpu_device(opts);
 }
 
 model_options to_model_options(const node_config& cfg) {

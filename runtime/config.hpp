@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -54,5 +55,9 @@ void validate(const node_config& cfg);
 std::string describe(const node_config& cfg);
 
 model_options to_model_options(const node_config& cfg);
+
+// The device `device.kind` names: the CPU device (with `device.chaos_seed`), or GPU 0 of the
+// linked GPU backend (throws, naming the build option, in a build without one).
+std::unique_ptr<device> make_configured_device(const node_config& cfg);
 
 } // namespace ordo

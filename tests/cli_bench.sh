@@ -2,11 +2,7 @@
 # `ordo bench` as a user runs it on the CPU device: a table and one parseable BENCH_JSON line.
 set -u
 ordo=${1:?usage: cli_bench.sh PATH_TO_ORDO}
-passed=0 failed=0
-check() { # check NAME COMMAND...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
-}
+source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 json() { sed -n 's/^BENCH_JSON //p' "$1"; }
@@ -44,5 +40,4 @@ check "copy makes one copy per field block" grep -q '"unit_copies":2048' <(json 
 "$ordo" bench copy --config configs/default.toml --set cache.block_size=48 >"$tmp/out" 2>"$tmp/err"
 check "invalid config exits 2" test $? -eq 2
 
-echo "$passed passed, $failed failed"
-test "$failed" -eq 0
+finish

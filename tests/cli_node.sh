@@ -2,11 +2,7 @@
 # `ordo node` as a user runs it: config errors, the ready line, curl, metrics, graceful stop.
 set -u
 ordo=${1:?usage: cli_node.sh PATH_TO_ORDO}
-passed=0 failed=0
-check() { # check NAME COMMAND...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
-}
+source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d)
 trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 pid=
@@ -57,5 +53,4 @@ check "in-flight request completed during drain" grep -q '"prompt_tokens":3501' 
 check "the drain was logged" grep -q "draining in-flight requests" "$tmp/err"
 pid=
 
-echo "$passed passed, $failed failed"
-test "$failed" -eq 0
+finish

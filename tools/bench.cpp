@@ -28,13 +28,6 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-std::unique_ptr<device> make_configured_device(const node_config& cfg) {
-  if (cfg.device_kind == "hip")
-    return make_gpu_device(0); // throws, naming the build option, in a CPU-only build
-  cpu_device_options opts;
-  opts.chaos_seed = cfg.chaos_seed;
-  return make_cpu_device(opts);
-}
 
 // Runs one step and blocks until its completion callback (one step in flight, as in the runner).
 step_done run_step(step_executor& exec, const step_plan& plan) {
