@@ -1,18 +1,24 @@
-// connector actor: the offload tiers' bookkeeping. This issue ships the `none` connector, which
-// holds nothing and answers every lookup with 0 tokens in each tier; the offload connector of
-// the host-tier issue replaces its core, not its interface.
-//   ready ──connector_lookup──► connector_lookup_done ──► ready
+// connector actor: the offload tiers' bookkeeping over a pure core (runtime/offload_policy).
+//   none:    every lookup answers 0 tokens in each tier; a connector step grants nothing.
+//   offload: the in-process host tier: a lookup asks the store which objects are committed and
+//            answers the contiguous KV coverage and the state boundaries; a connector step
+//            becomes one store step (commits, aborts, unpins, pins, reserves) and its grants.
+//   ready ──connector_lookup──► awaiting store ──store_contains_done──► ready (reply)
+//   ready ──connector_step (seq checked)──► awaiting store ──store_step_done──► ready (reply)
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <caf/actor_system.hpp>
 
 #include "actors/interfaces.hpp"
+#include "runtime/offload_policy.hpp"
 
 namespace ordo {
 
-// `kind` is kv_transfer.connector; only "none" exists so far (config validation refuses others).
-connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind, store_actor store);
+// `policy` is empty for the `none` connector.
+connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind,
+                                std::optional<offload_options> policy, store_actor store, uint64_t epoch);
 
 } // namespace ordo

@@ -15,12 +15,19 @@ using block_pool_actor = caf::typed_actor<
   caf::replies_to<pool_step>::with<pool_step_done>>;
 
 using store_actor = caf::typed_actor<
-  // connector, any time: the leading run of committed objects among `keys`.
-  caf::replies_to<store_contains>::with<store_contains_done>>;
+  // connector, any time: which of `keys` are committed.
+  caf::replies_to<store_contains>::with<store_contains_done>,
+  // connector, once per connector step (seq contiguous): commits, aborts, unpins, pins, reserves.
+  caf::replies_to<store_step>::with<store_step_done>,
+  // tests only (node::test_corrupt_store): flips a byte of every committed object of a kind.
+  caf::replies_to<store_corrupt>::with<int32_t>>;
 
 using connector_actor = caf::typed_actor<
   // scheduler, once per new request, before the request is admitted.
-  caf::replies_to<connector_lookup>::with<connector_lookup_done>>;
+  caf::replies_to<connector_lookup>::with<connector_lookup_done>,
+  // scheduler, in a loop turn with transfers, after pool_step_done and before the step_plan
+  // (seq contiguous); answered after the store step it makes.
+  caf::replies_to<connector_step>::with<connector_step_done>>;
 
 using model_runner_actor = caf::typed_actor<
   // scheduler, after the previous step_plan's step_done (seq contiguous); answered when the

@@ -43,10 +43,19 @@ struct node::impl {
   std::unique_ptr<http_server> http;
   std::vector<caf::actor> actors;
   node_metrics_ptr metrics;
+  std::shared_ptr<device> dev;
+  uint8_t* host_arena = nullptr; // the store's memory, freed after every actor stopped
+  caf::actor store;
   int port = 0;
   bool stopped = false;
 
   impl(node_config c, node_hooks h) : cfg(std::move(c)), hooks(h) {}
+
+  void free_host_arena() {
+    if (host_arena && dev)
+      dev->free_host_pinned(host_arena);
+    host_arena = nullptr;
+  }
 };
 
 node::node(node_config config, node_hooks hooks) : impl_(std::make_unique<impl>(std::move(config), hooks)) {}
@@ -77,13 +86,34 @@ int node::start() {
   d.metrics = make_node_metrics(d.cfg);
   d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);
   auto& sys = *d.sys;
-  auto store = spawn_store(sys);
-  auto connector = spawn_connector(sys, d.cfg.connector, store);
+  const bool offload = d.cfg.connector == "offload";
+  size_t arena_bytes = offload ? static_cast<size_t>(d.cfg.store_capacity_mb) << 20 : 0;
+  d.dev = dev;
+  if (arena_bytes > 0)
+    d.host_arena = static_cast<uint8_t*>(dev->alloc_host_pinned(arena_bytes));
+  auto store = spawn_store(sys, d.host_arena, arena_bytes);
+  d.store = caf::actor_cast<caf::actor>(store);
+  std::optional<offload_options> policy;
+  if (offload) {
+    offload_options o;
+    o.namespace_id = ns;
+    o.block_size = d.cfg.block_size;
+    o.chunk_size = d.cfg.chunk_size;
+    o.loads = d.cfg.kv_role != "kv_producer";
+    o.saves = d.cfg.kv_role != "kv_consumer";
+    policy = o;
+    spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
+                 dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, d.cfg.kv_role);
+  }
+  auto connector = spawn_connector(sys, d.cfg.connector, policy, store, 1);
   auto pool = spawn_block_pool(sys, d.cfg.num_blocks, d.cfg.block_size);
   step_executor_options exec_opts;
   exec_opts.max_batch_tokens = d.cfg.max_batch_tokens;
   exec_opts.max_num_seqs = d.cfg.max_num_seqs;
   exec_opts.test_drop_upload_edge = d.hooks.test_drop_upload_edge;
+  exec_opts.test_drop_clear_load_edge = d.hooks.test_drop_clear_load_edge;
+  exec_opts.host_arena = d.host_arena;
+  exec_opts.host_arena_bytes = arena_bytes;
   auto runner = spawn_model_runner(sys, dev, mdl, exec_opts);
 
   scheduler_options sched_opts;
@@ -101,6 +131,11 @@ int node::start() {
       geo.has_recurrent_state ? page_units(mdl->kv_fields(), mdl->state_slots()).units_per_image() : 0;
   sched_opts.eos_id = geo.eos_id;
   sched_opts.namespace_id = ns;
+  sched_opts.offload = offload;
+  sched_opts.offload_loads = d.cfg.kv_role != "kv_producer";
+  sched_opts.offload_saves = d.cfg.kv_role != "kv_consumer";
+  sched_opts.chunk_size = d.cfg.chunk_size;
+  sched_opts.unit_bytes = page_units(mdl->kv_fields(), mdl->state_slots()).unit_bytes();
   auto metrics = d.metrics;
   auto scheduler = spawn_scheduler(sys, sched_opts, {pool, runner, connector},
                                    [metrics](const scheduler_stats& s, const completion_result* r) {
@@ -126,7 +161,9 @@ int node::start() {
     for (auto& a : d.actors)
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     d.actors.clear();
+    d.store = nullptr;
     d.sys.reset();
+    d.free_host_arena();
     d.stopped = true;
     throw;
   }
@@ -151,8 +188,23 @@ void node::drain_and_stop(std::chrono::milliseconds timeout) {
   for (auto& a : d.actors)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   d.actors.clear();
+  d.store = nullptr;
   d.sys.reset(); // waits for every actor; the runner's state then drains and frees the device
   d.http.reset();
+  d.free_host_arena();
+}
+
+int32_t node::test_corrupt_store(uint8_t kind) {
+  auto& d = *impl_;
+  if (!d.sys || !d.store)
+    return 0;
+  caf::scoped_actor self{*d.sys};
+  int32_t changed = 0;
+  self->request(caf::actor_cast<store_actor>(d.store), std::chrono::seconds(10), store_corrupt{kind})
+      .receive([&](int32_t n) { changed = n; }, [&](caf::error& err) {
+        throw std::runtime_error("store corrupt hook failed: " + caf::to_string(err));
+      });
+  return changed;
 }
 
 std::string node::render_metrics() const { return impl_->metrics ? impl_->metrics->render() : std::string(); }

@@ -16,6 +16,8 @@ namespace ordo {
 struct node_hooks {
   // Removes the compute stream's wait for the step input upload (runtime/step_executor.hpp).
   bool test_drop_upload_edge = false;
+  // Leaves out the load stream's wait for the step's clears (the seed's bug, DESIGN §2.1).
+  bool test_drop_clear_load_edge = false;
 };
 
 class node {
@@ -36,6 +38,10 @@ public:
   const node_config& config() const;
   // Prometheus text, as GET /metrics serves it.
   std::string render_metrics() const;
+
+  // Test hook: flips one data byte of every committed host-tier object of `kind` (object_kind);
+  // returns how many were changed. Their next load must find the checksum wrong (SPEC C6).
+  int32_t test_corrupt_store(uint8_t kind);
 
 private:
   struct impl;

@@ -27,6 +27,7 @@ struct scheduler_state {
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
 void pump(self_ptr self);
+void run_step(self_ptr self, step_plan plan);
 
 void fail_everything(self_ptr self, const std::string& why) {
   auto& st = self->state;
@@ -98,26 +99,47 @@ void pump(self_ptr self) {
         }
         if (st.observer)
           st.observer(st.core->stats(), nullptr);
-        if (!plan) {
-          flush(self);
-          if (changes_pool)
-            pump(self); // something was freed or refused with a fresh estimate: look again
+        if (plan)
+          return run_step(self, std::move(*plan));
+        if (auto cs = st.core->take_connector_step()) {
+          // Loads and saves are granted (store memory pinned or reserved) before the plan.
+          self->request(st.handles.connector, caf::infinite, std::move(*cs)).then(
+              [=](connector_step_done& done) {
+                std::optional<step_plan> plan;
+                try {
+                  plan = self->state.core->on_connector_step_done(done);
+                } catch (const std::exception& e) {
+                  return fail_everything(self, e.what());
+                }
+                if (plan)
+                  return run_step(self, std::move(*plan));
+                flush(self);
+                pump(self);
+              },
+              [=](caf::error& err) { fail_everything(self, "connector refused a step: " + caf::to_string(err)); });
           return;
         }
-        spdlog::debug("scheduler: step ({}, {}) with {} requests", plan->header.epoch, plan->header.seq,
-                      plan->requests.size());
-        self->request(st.handles.runner, caf::infinite, *plan).then(
-            [=](step_done& done) {
-              try {
-                self->state.core->on_step_done(done, now_ms());
-              } catch (const std::exception& e) {
-                return fail_everything(self, e.what());
-              }
-              pump(self);
-            },
-            [=](caf::error& err) { fail_everything(self, "model runner refused a step: " + caf::to_string(err)); });
+        flush(self);
+        if (changes_pool)
+          pump(self); // something was freed or refused with a fresh estimate: look again
       },
       [=](caf::error& err) { fail_everything(self, "block pool refused a step: " + caf::to_string(err)); });
+}
+
+void run_step(self_ptr self, step_plan plan) {
+  auto& st = self->state;
+  spdlog::debug("scheduler: step ({}, {}) with {} requests, {} loads, {} saves", plan.header.epoch, plan.header.seq,
+                plan.requests.size(), plan.loads.size(), plan.saves.size());
+  self->request(st.handles.runner, caf::infinite, std::move(plan)).then(
+      [=](step_done& done) {
+        try {
+          self->state.core->on_step_done(done, now_ms());
+        } catch (const std::exception& e) {
+          return fail_everything(self, e.what());
+        }
+        pump(self);
+      },
+      [=](caf::error& err) { fail_everything(self, "model runner refused a step: " + caf::to_string(err)); });
 }
 
 scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options options, scheduler_handles handles,

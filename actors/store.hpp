@@ -1,7 +1,13 @@
-// store actor: the in-process host-memory tier. Until the host-tier issue it holds no objects:
-// every contains query finds none committed.
-//   ready ──store_contains──► store_contains_done ──► ready
+// store actor: the in-process host-memory tier, a thin shell over runtime/host_store. The node
+// owns the arena (pinned host memory of the device, so the runner's gathers and scatters reach
+// the objects directly: the shared-memory data path) and passes it here; an empty arena stores
+// nothing (connector `none`).
+//   ready ──store_contains──► present flags
+//   ready ──store_step (seq checked)──► commits, aborts, unpins, pins, reserves ──► store_step_done
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
 
 #include <caf/actor_system.hpp>
 
@@ -9,6 +15,6 @@
 
 namespace ordo {
 
-store_actor spawn_store(caf::actor_system& sys);
+store_actor spawn_store(caf::actor_system& sys, uint8_t* arena, size_t capacity_bytes);
 
 } // namespace ordo

@@ -78,6 +78,7 @@ void to_capnp(const completion_request& x, wire::CompletionRequest::Builder b) {
   b.setSeed(x.seed);
   b.setStream(x.stream);
   b.setCacheSalt(text(x.cache_salt));
+  fill_structs(b.initMedia(x.media.size()), x.media);
 }
 
 completion_request from_capnp(wire::CompletionRequest::Reader r) {
@@ -89,6 +90,21 @@ completion_request from_capnp(wire::CompletionRequest::Reader r) {
   x.seed = r.getSeed();
   x.stream = r.getStream();
   x.cache_salt = str(r.getCacheSalt());
+  x.media = read_structs<media_span>(r.getMedia());
+  return x;
+}
+
+void to_capnp(const media_span& x, wire::MediaSpan::Builder b) {
+  b.setOffset(x.offset);
+  b.setLength(x.length);
+  b.setHash(x.hash);
+}
+
+media_span from_capnp(wire::MediaSpan::Reader r) {
+  media_span x;
+  x.offset = r.getOffset();
+  x.length = r.getLength();
+  x.hash = r.getHash();
   return x;
 }
 
@@ -224,12 +240,32 @@ state_image_copy from_capnp(wire::StateImageCopy::Reader r) {
   return x;
 }
 
+void to_capnp(const unit_transfer& x, wire::UnitTransfer::Builder b) {
+  b.setRequestId(x.request_id);
+  b.setKind(x.kind);
+  b.setDataOffset(x.data_offset);
+  b.setDataBytes(x.data_bytes);
+  fill_list(b.initUnits(x.units.size()), x.units);
+}
+
+unit_transfer from_capnp(wire::UnitTransfer::Reader r) {
+  unit_transfer x;
+  x.request_id = r.getRequestId();
+  x.kind = r.getKind();
+  x.data_offset = r.getDataOffset();
+  x.data_bytes = r.getDataBytes();
+  x.units = read_list<int32_t>(r.getUnits());
+  return x;
+}
+
 void to_capnp(const step_plan& x, wire::StepPlan::Builder b) {
   to_capnp(x.header, b.initHeader());
   fill_structs(b.initRequests(x.requests.size()), x.requests);
   fill_list(b.initClears(x.clears.size()), x.clears);
   fill_structs(b.initRestores(x.restores.size()), x.restores);
   fill_structs(b.initCheckpointCopies(x.checkpoint_copies.size()), x.checkpoint_copies);
+  fill_structs(b.initLoads(x.loads.size()), x.loads);
+  fill_structs(b.initSaves(x.saves.size()), x.saves);
 }
 
 step_plan from_capnp(wire::StepPlan::Reader r) {
@@ -239,6 +275,8 @@ step_plan from_capnp(wire::StepPlan::Reader r) {
   x.clears = read_list<int32_t>(r.getClears());
   x.restores = read_structs<state_image_copy>(r.getRestores());
   x.checkpoint_copies = read_structs<state_image_copy>(r.getCheckpointCopies());
+  x.loads = read_structs<unit_transfer>(r.getLoads());
+  x.saves = read_structs<unit_transfer>(r.getSaves());
   return x;
 }
 
@@ -441,6 +479,8 @@ void to_capnp(const connector_lookup_done& x, wire::ConnectorLookupDone::Builder
   b.setCpuTokens(x.cpu_tokens);
   b.setStoreTokens(x.store_tokens);
   b.setConnector(text(x.connector));
+  fill_structs(b.initCpuChunks(x.cpu_chunks.size()), x.cpu_chunks);
+  fill_list(b.initCpuStatePositions(x.cpu_state_positions.size()), x.cpu_state_positions);
 }
 
 connector_lookup_done from_capnp(wire::ConnectorLookupDone::Reader r) {
@@ -449,6 +489,102 @@ connector_lookup_done from_capnp(wire::ConnectorLookupDone::Reader r) {
   x.cpu_tokens = r.getCpuTokens();
   x.store_tokens = r.getStoreTokens();
   x.connector = str(r.getConnector());
+  x.cpu_chunks = read_structs<kv_object>(r.getCpuChunks());
+  x.cpu_state_positions = read_list<int32_t>(r.getCpuStatePositions());
+  return x;
+}
+
+void to_capnp(const kv_object& x, wire::KvObject::Builder b) {
+  b.setFirstBlock(x.first_block);
+  b.setNumBlocks(x.num_blocks);
+  b.setHash(x.hash);
+}
+
+kv_object from_capnp(wire::KvObject::Reader r) {
+  kv_object x;
+  x.first_block = r.getFirstBlock();
+  x.num_blocks = r.getNumBlocks();
+  x.hash = r.getHash();
+  return x;
+}
+
+void to_capnp(const transfer_order& x, wire::TransferOrder::Builder b) {
+  b.setRequestId(x.request_id);
+  to_capnp(x.object, b.initObject());
+}
+
+transfer_order from_capnp(wire::TransferOrder::Reader r) {
+  transfer_order x;
+  x.request_id = r.getRequestId();
+  x.object = from_capnp(r.getObject());
+  return x;
+}
+
+void to_capnp(const transfer_result& x, wire::TransferResult::Builder b) {
+  b.setRequestId(x.request_id);
+  to_capnp(x.key, b.initKey());
+  b.setIsSave(x.is_save);
+  b.setOk(x.ok);
+}
+
+transfer_result from_capnp(wire::TransferResult::Reader r) {
+  transfer_result x;
+  x.request_id = r.getRequestId();
+  x.key = from_capnp(r.getKey());
+  x.is_save = r.getIsSave();
+  x.ok = r.getOk();
+  return x;
+}
+
+void to_capnp(const connector_step& x, wire::ConnectorStep::Builder b) {
+  to_capnp(x.header, b.initHeader());
+  fill_structs(b.initFinished(x.finished.size()), x.finished);
+  fill_structs(b.initLoads(x.loads.size()), x.loads);
+  fill_structs(b.initSaves(x.saves.size()), x.saves);
+}
+
+connector_step from_capnp(wire::ConnectorStep::Reader r) {
+  connector_step x;
+  x.header = from_capnp(r.getHeader());
+  x.finished = read_structs<transfer_result>(r.getFinished());
+  x.loads = read_structs<transfer_order>(r.getLoads());
+  x.saves = read_structs<transfer_order>(r.getSaves());
+  return x;
+}
+
+void to_capnp(const transfer_grant& x, wire::TransferGrant::Builder b) {
+  b.setRequestId(x.request_id);
+  to_capnp(x.key, b.initKey());
+  b.setOk(x.ok);
+  b.setStatus(text(x.status));
+  b.setDataOffset(x.data_offset);
+  b.setDataBytes(x.data_bytes);
+}
+
+transfer_grant from_capnp(wire::TransferGrant::Reader r) {
+  transfer_grant x;
+  x.request_id = r.getRequestId();
+  x.key = from_capnp(r.getKey());
+  x.ok = r.getOk();
+  x.status = str(r.getStatus());
+  x.data_offset = r.getDataOffset();
+  x.data_bytes = r.getDataBytes();
+  return x;
+}
+
+void to_capnp(const connector_step_done& x, wire::ConnectorStepDone::Builder b) {
+  to_capnp(x.header, b.initHeader());
+  fill_structs(b.initLoads(x.loads.size()), x.loads);
+  fill_structs(b.initSaves(x.saves.size()), x.saves);
+  to_capnp(x.stats, b.initStats());
+}
+
+connector_step_done from_capnp(wire::ConnectorStepDone::Reader r) {
+  connector_step_done x;
+  x.header = from_capnp(r.getHeader());
+  x.loads = read_structs<transfer_grant>(r.getLoads());
+  x.saves = read_structs<transfer_grant>(r.getSaves());
+  x.stats = from_capnp(r.getStats());
   return x;
 }
 
@@ -480,11 +616,13 @@ store_contains from_capnp(wire::StoreContains::Reader r) {
 
 void to_capnp(const store_contains_done& x, wire::StoreContainsDone::Builder b) {
   b.setNumLeadingCommitted(x.num_leading_committed);
+  fill_list(b.initPresent(x.present.size()), x.present);
 }
 
 store_contains_done from_capnp(wire::StoreContainsDone::Reader r) {
   store_contains_done x;
   x.num_leading_committed = r.getNumLeadingCommitted();
+  x.present = read_list<uint8_t>(r.getPresent());
   return x;
 }
 
@@ -492,6 +630,13 @@ void to_capnp(const store_stats& x, wire::StoreStats::Builder b) {
   b.setNumObjects(x.num_objects);
   b.setBytesUsed(x.bytes_used);
   b.setBytesCapacity(x.bytes_capacity);
+  b.setCommitsTotal(x.commits_total);
+  b.setEvictionsTotal(x.evictions_total);
+  b.setPinsTotal(x.pins_total);
+  b.setMissesTotal(x.misses_total);
+  b.setChecksumFailuresTotal(x.checksum_failures_total);
+  b.setHeaderFailuresTotal(x.header_failures_total);
+  b.setRejectedTotal(x.rejected_total);
 }
 
 store_stats from_capnp(wire::StoreStats::Reader r) {
@@ -499,6 +644,95 @@ store_stats from_capnp(wire::StoreStats::Reader r) {
   x.num_objects = r.getNumObjects();
   x.bytes_used = r.getBytesUsed();
   x.bytes_capacity = r.getBytesCapacity();
+  x.commits_total = r.getCommitsTotal();
+  x.evictions_total = r.getEvictionsTotal();
+  x.pins_total = r.getPinsTotal();
+  x.misses_total = r.getMissesTotal();
+  x.checksum_failures_total = r.getChecksumFailuresTotal();
+  x.header_failures_total = r.getHeaderFailuresTotal();
+  x.rejected_total = r.getRejectedTotal();
+  return x;
+}
+
+void to_capnp(const object_ref& x, wire::ObjectRef::Builder b) {
+  to_capnp(x.key, b.initKey());
+  b.setFirstToken(x.first_token);
+  b.setTokens(x.tokens);
+  b.setNumBlocks(x.num_blocks);
+  b.setDataBytes(x.data_bytes);
+}
+
+object_ref from_capnp(wire::ObjectRef::Reader r) {
+  object_ref x;
+  x.key = from_capnp(r.getKey());
+  x.first_token = r.getFirstToken();
+  x.tokens = r.getTokens();
+  x.num_blocks = r.getNumBlocks();
+  x.data_bytes = r.getDataBytes();
+  return x;
+}
+
+void to_capnp(const store_grant& x, wire::StoreGrant::Builder b) {
+  to_capnp(x.key, b.initKey());
+  b.setOk(x.ok);
+  b.setStatus(text(x.status));
+  b.setDataOffset(x.data_offset);
+  b.setDataBytes(x.data_bytes);
+}
+
+store_grant from_capnp(wire::StoreGrant::Reader r) {
+  store_grant x;
+  x.key = from_capnp(r.getKey());
+  x.ok = r.getOk();
+  x.status = str(r.getStatus());
+  x.data_offset = r.getDataOffset();
+  x.data_bytes = r.getDataBytes();
+  return x;
+}
+
+void to_capnp(const store_step& x, wire::StoreStep::Builder b) {
+  to_capnp(x.header, b.initHeader());
+  fill_structs(b.initCommits(x.commits.size()), x.commits);
+  fill_structs(b.initAborts(x.aborts.size()), x.aborts);
+  fill_structs(b.initUnpins(x.unpins.size()), x.unpins);
+  fill_structs(b.initPins(x.pins.size()), x.pins);
+  fill_structs(b.initReserves(x.reserves.size()), x.reserves);
+}
+
+store_step from_capnp(wire::StoreStep::Reader r) {
+  store_step x;
+  x.header = from_capnp(r.getHeader());
+  x.commits = read_structs<object_key>(r.getCommits());
+  x.aborts = read_structs<object_key>(r.getAborts());
+  x.unpins = read_structs<object_key>(r.getUnpins());
+  x.pins = read_structs<object_ref>(r.getPins());
+  x.reserves = read_structs<object_ref>(r.getReserves());
+  return x;
+}
+
+void to_capnp(const store_step_done& x, wire::StoreStepDone::Builder b) {
+  to_capnp(x.header, b.initHeader());
+  fill_structs(b.initPins(x.pins.size()), x.pins);
+  fill_structs(b.initReserves(x.reserves.size()), x.reserves);
+  to_capnp(x.stats, b.initStats());
+}
+
+store_step_done from_capnp(wire::StoreStepDone::Reader r) {
+  store_step_done x;
+  x.header = from_capnp(r.getHeader());
+  x.pins = read_structs<store_grant>(r.getPins());
+  x.reserves = read_structs<store_grant>(r.getReserves());
+  x.stats = from_capnp(r.getStats());
+  return x;
+}
+
+void to_capnp(const store_corrupt& x, wire::StoreCorrupt::Builder b) {
+  b.setKind(x.kind);
+}
+
+store_corrupt from_capnp(wire::StoreCorrupt::Reader r) {
+  store_corrupt x;
+  x.kind = r.getKind();
   return x;
 }
 
@@ -550,11 +784,13 @@ ORDO_INSTANTIATE(completion_result)
 ORDO_INSTANTIATE(completion_failed)
 ORDO_INSTANTIATE(evict_request)
 ORDO_INSTANTIATE(evict_result)
+ORDO_INSTANTIATE(media_span)
 ORDO_INSTANTIATE(scheduled_request)
 ORDO_INSTANTIATE(step_plan)
 ORDO_INSTANTIATE(sampled_token)
 ORDO_INSTANTIATE(step_done)
 ORDO_INSTANTIATE(state_image_copy)
+ORDO_INSTANTIATE(unit_transfer)
 ORDO_INSTANTIATE(block_commit)
 ORDO_INSTANTIATE(block_grow)
 ORDO_INSTANTIATE(pool_step)
@@ -565,10 +801,21 @@ ORDO_INSTANTIATE(reserved_image)
 ORDO_INSTANTIATE(image_unpin)
 ORDO_INSTANTIATE(connector_lookup)
 ORDO_INSTANTIATE(connector_lookup_done)
+ORDO_INSTANTIATE(kv_object)
+ORDO_INSTANTIATE(transfer_order)
+ORDO_INSTANTIATE(transfer_result)
+ORDO_INSTANTIATE(connector_step)
+ORDO_INSTANTIATE(transfer_grant)
+ORDO_INSTANTIATE(connector_step_done)
 ORDO_INSTANTIATE(object_key)
 ORDO_INSTANTIATE(store_contains)
 ORDO_INSTANTIATE(store_contains_done)
 ORDO_INSTANTIATE(store_stats)
+ORDO_INSTANTIATE(object_ref)
+ORDO_INSTANTIATE(store_grant)
+ORDO_INSTANTIATE(store_step)
+ORDO_INSTANTIATE(store_step_done)
+ORDO_INSTANTIATE(store_corrupt)
 
 #undef ORDO_INSTANTIATE
 

@@ -39,12 +39,14 @@ ORDO_WIRE_TYPE(completion_result, CompletionResult)
 ORDO_WIRE_TYPE(completion_failed, CompletionFailed)
 ORDO_WIRE_TYPE(evict_request, EvictRequest)
 ORDO_WIRE_TYPE(evict_result, EvictResult)
+ORDO_WIRE_TYPE(media_span, MediaSpan)
 // step.hpp
 ORDO_WIRE_TYPE(scheduled_request, ScheduledRequest)
 ORDO_WIRE_TYPE(step_plan, StepPlan)
 ORDO_WIRE_TYPE(sampled_token, SampledToken)
 ORDO_WIRE_TYPE(step_done, StepDone)
 ORDO_WIRE_TYPE(state_image_copy, StateImageCopy)
+ORDO_WIRE_TYPE(unit_transfer, UnitTransfer)
 // pool.hpp
 ORDO_WIRE_TYPE(block_commit, BlockCommit)
 ORDO_WIRE_TYPE(block_grow, BlockGrow)
@@ -57,11 +59,22 @@ ORDO_WIRE_TYPE(image_unpin, ImageUnpin)
 // connector.hpp
 ORDO_WIRE_TYPE(connector_lookup, ConnectorLookup)
 ORDO_WIRE_TYPE(connector_lookup_done, ConnectorLookupDone)
+ORDO_WIRE_TYPE(kv_object, KvObject)
+ORDO_WIRE_TYPE(transfer_order, TransferOrder)
+ORDO_WIRE_TYPE(transfer_result, TransferResult)
+ORDO_WIRE_TYPE(connector_step, ConnectorStep)
+ORDO_WIRE_TYPE(transfer_grant, TransferGrant)
+ORDO_WIRE_TYPE(connector_step_done, ConnectorStepDone)
 // store.hpp
 ORDO_WIRE_TYPE(object_key, ObjectKey)
 ORDO_WIRE_TYPE(store_contains, StoreContains)
 ORDO_WIRE_TYPE(store_contains_done, StoreContainsDone)
 ORDO_WIRE_TYPE(store_stats, StoreStats)
+ORDO_WIRE_TYPE(object_ref, ObjectRef)
+ORDO_WIRE_TYPE(store_grant, StoreGrant)
+ORDO_WIRE_TYPE(store_step, StoreStep)
+ORDO_WIRE_TYPE(store_step_done, StoreStepDone)
+ORDO_WIRE_TYPE(store_corrupt, StoreCorrupt)
 
 #undef ORDO_WIRE_TYPE
 

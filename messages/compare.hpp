@@ -142,12 +142,14 @@ ORDO_MESSAGE_COMPARE(completion_result)
 ORDO_MESSAGE_COMPARE(completion_failed)
 ORDO_MESSAGE_COMPARE(evict_request)
 ORDO_MESSAGE_COMPARE(evict_result)
+ORDO_MESSAGE_COMPARE(media_span)
 // step.hpp
 ORDO_MESSAGE_COMPARE(scheduled_request)
 ORDO_MESSAGE_COMPARE(step_plan)
 ORDO_MESSAGE_COMPARE(sampled_token)
 ORDO_MESSAGE_COMPARE(step_done)
 ORDO_MESSAGE_COMPARE(state_image_copy)
+ORDO_MESSAGE_COMPARE(unit_transfer)
 // pool.hpp
 ORDO_MESSAGE_COMPARE(block_commit)
 ORDO_MESSAGE_COMPARE(block_grow)
@@ -160,11 +162,22 @@ ORDO_MESSAGE_COMPARE(image_unpin)
 // connector.hpp
 ORDO_MESSAGE_COMPARE(connector_lookup)
 ORDO_MESSAGE_COMPARE(connector_lookup_done)
+ORDO_MESSAGE_COMPARE(kv_object)
+ORDO_MESSAGE_COMPARE(transfer_order)
+ORDO_MESSAGE_COMPARE(transfer_result)
+ORDO_MESSAGE_COMPARE(connector_step)
+ORDO_MESSAGE_COMPARE(transfer_grant)
+ORDO_MESSAGE_COMPARE(connector_step_done)
 // store.hpp
 ORDO_MESSAGE_COMPARE(object_key)
 ORDO_MESSAGE_COMPARE(store_contains)
 ORDO_MESSAGE_COMPARE(store_contains_done)
 ORDO_MESSAGE_COMPARE(store_stats)
+ORDO_MESSAGE_COMPARE(object_ref)
+ORDO_MESSAGE_COMPARE(store_grant)
+ORDO_MESSAGE_COMPARE(store_step)
+ORDO_MESSAGE_COMPARE(store_step_done)
+ORDO_MESSAGE_COMPARE(store_corrupt)
 
 #undef ORDO_MESSAGE_COMPARE
 #undef ORDO_MESSAGE_NE_PRINT

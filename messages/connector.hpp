@@ -1,9 +1,13 @@
-// The connector protocol: how many prefix tokens the offload tiers hold for a request.
+// The connector protocol: how many prefix tokens the offload tiers hold for a request, and the
+// loads and saves of each engine step (DESIGN §2.1 steps 2 and 6).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "messages/common.hpp"
+#include "messages/store.hpp"
 
 namespace ordo {
 
@@ -19,17 +23,102 @@ typename Inspector::result_type inspect(Inspector& f, connector_lookup& x) {
   return f(x.request_id, x.hashes, x.num_prompt_tokens);
 }
 
+// A KV chunk object the host tier holds for a prompt: blocks [first_block, first_block +
+// num_blocks), filed under `hash` (the prefix hash of its last block).
+struct kv_object {
+  int32_t first_block = 0;
+  int32_t num_blocks = 0;
+  uint64_t hash = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_object& x) {
+  return f(x.first_block, x.num_blocks, x.hash);
+}
+
 // connector → scheduler: prefix tokens each tier holds (0 for the `none` connector).
+// `cpu_tokens` is the contiguous KV coverage from token 0 (whole chunks, then at most one
+// partial chunk), before the full-prompt −1 rule (SPEC C2: the scheduler applies it).
 struct connector_lookup_done {
   uint64_t request_id = 0;
   int32_t cpu_tokens = 0;
   int32_t store_tokens = 0;
   std::string connector; // name of the connector that answered
+  std::vector<kv_object> cpu_chunks;          // the objects covering [0, cpu_tokens), in order
+  std::vector<int32_t> cpu_state_positions;   // boundaries with a committed state image, ascending
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, connector_lookup_done& x) {
-  return f(x.request_id, x.cpu_tokens, x.store_tokens, x.connector);
+  return f(x.request_id, x.cpu_tokens, x.store_tokens, x.connector, x.cpu_chunks, x.cpu_state_positions);
+}
+
+// One load (host → page units) or save (page units → host) a request wants.
+struct transfer_order {
+  uint64_t request_id = 0;
+  object_ref object;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer_order& x) {
+  return f(x.request_id, x.object);
+}
+
+// A transfer of an earlier step that has completed on the device (its step_done arrived), or
+// that was granted but not issued: saves are committed (ok) or aborted, loads unpinned.
+struct transfer_result {
+  uint64_t request_id = 0;
+  object_key key;
+  bool is_save = false;
+  bool ok = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer_result& x) {
+  return f(x.request_id, x.key, x.is_save, x.ok);
+}
+
+// scheduler → connector, in a loop turn that has transfers to prepare or finish, after the
+// pool step and before the step plan (seq contiguous).
+struct connector_step {
+  command_header header;
+  std::vector<transfer_result> finished;
+  std::vector<transfer_order> loads;
+  std::vector<transfer_order> saves;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, connector_step& x) {
+  return f(x.header, x.finished, x.loads, x.saves);
+}
+
+// The connector's answer to one order: granted (store memory pinned or reserved at
+// data_offset) or refused with the reason.
+struct transfer_grant {
+  uint64_t request_id = 0;
+  object_key key;
+  bool ok = false;
+  std::string status;
+  uint64_t data_offset = 0;
+  uint64_t data_bytes = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer_grant& x) {
+  return f(x.request_id, x.key, x.ok, x.status, x.data_offset, x.data_bytes);
+}
+
+// connector → scheduler: one grant per order, in order.
+struct connector_step_done {
+  command_header header;
+  std::vector<transfer_grant> loads;
+  std::vector<transfer_grant> saves;
+  store_stats stats;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, connector_step_done& x) {
+  return f(x.header, x.loads, x.saves, x.stats);
 }
 
 } // namespace ordo

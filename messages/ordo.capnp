@@ -28,6 +28,13 @@ struct CompletionRequest {
   seed @4 :UInt64;
   stream @5 :Bool;
   cacheSalt @6 :Text;
+  media @7 :List(MediaSpan);
+}
+
+struct MediaSpan {
+  offset @0 :Int32;
+  length @1 :Int32;
+  hash @2 :UInt64;
 }
 
 struct CompletionChunk {
@@ -96,6 +103,16 @@ struct StepPlan {
   clears @2 :List(Int32);
   restores @3 :List(StateImageCopy);
   checkpointCopies @4 :List(StateImageCopy);
+  loads @5 :List(UnitTransfer);
+  saves @6 :List(UnitTransfer);
+}
+
+struct UnitTransfer {
+  requestId @0 :UInt64;
+  kind @1 :UInt8;  # ordo::object_kind
+  dataOffset @2 :UInt64;
+  dataBytes @3 :UInt64;
+  units @4 :List(Int32);
 }
 
 struct SampledToken {
@@ -191,6 +208,49 @@ struct ConnectorLookupDone {
   cpuTokens @1 :Int32;
   storeTokens @2 :Int32;
   connector @3 :Text;
+  cpuChunks @4 :List(KvObject);
+  cpuStatePositions @5 :List(Int32);
+}
+
+struct KvObject {
+  firstBlock @0 :Int32;
+  numBlocks @1 :Int32;
+  hash @2 :UInt64;
+}
+
+struct TransferOrder {
+  requestId @0 :UInt64;
+  object @1 :ObjectRef;
+}
+
+struct TransferResult {
+  requestId @0 :UInt64;
+  key @1 :ObjectKey;
+  isSave @2 :Bool;
+  ok @3 :Bool;
+}
+
+struct ConnectorStep {
+  header @0 :CommandHeader;
+  finished @1 :List(TransferResult);
+  loads @2 :List(TransferOrder);
+  saves @3 :List(TransferOrder);
+}
+
+struct TransferGrant {
+  requestId @0 :UInt64;
+  key @1 :ObjectKey;
+  ok @2 :Bool;
+  status @3 :Text;
+  dataOffset @4 :UInt64;
+  dataBytes @5 :UInt64;
+}
+
+struct ConnectorStepDone {
+  header @0 :CommandHeader;
+  loads @1 :List(TransferGrant);
+  saves @2 :List(TransferGrant);
+  stats @3 :StoreStats;
 }
 
 # --- messages/store.hpp -----------------------------------------------------------------------
@@ -207,10 +267,54 @@ struct StoreContains {
 
 struct StoreContainsDone {
   numLeadingCommitted @0 :Int32;
+  present @1 :List(UInt8);  # per key: 1 if committed
 }
 
 struct StoreStats {
   numObjects @0 :Int64;
   bytesUsed @1 :Int64;
   bytesCapacity @2 :Int64;
+  commitsTotal @3 :Int64;
+  evictionsTotal @4 :Int64;
+  pinsTotal @5 :Int64;
+  missesTotal @6 :Int64;
+  checksumFailuresTotal @7 :Int64;
+  headerFailuresTotal @8 :Int64;
+  rejectedTotal @9 :Int64;
+}
+
+struct ObjectRef {
+  key @0 :ObjectKey;
+  firstToken @1 :Int32;
+  tokens @2 :Int32;
+  numBlocks @3 :Int32;
+  dataBytes @4 :UInt64;
+}
+
+struct StoreGrant {
+  key @0 :ObjectKey;
+  ok @1 :Bool;
+  status @2 :Text;
+  dataOffset @3 :UInt64;
+  dataBytes @4 :UInt64;
+}
+
+struct StoreStep {
+  header @0 :CommandHeader;
+  commits @1 :List(ObjectKey);
+  aborts @2 :List(ObjectKey);
+  unpins @3 :List(ObjectKey);
+  pins @4 :List(ObjectRef);
+  reserves @5 :List(ObjectRef);
+}
+
+struct StoreStepDone {
+  header @0 :CommandHeader;
+  pins @1 :List(StoreGrant);
+  reserves @2 :List(StoreGrant);
+  stats @3 :StoreStats;
+}
+
+struct StoreCorrupt {
+  kind @0 :UInt8;  # ordo::object_kind
 }

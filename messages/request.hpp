@@ -8,6 +8,19 @@
 
 namespace ordo {
 
+// Part of completion_request: prompt positions [offset, offset + length) are placeholders for
+// an image (or other media) whose content hash is `hash`; it folds into the prefix block hashes.
+struct media_span {
+  int32_t offset = 0;
+  int32_t length = 0;
+  uint64_t hash = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, media_span& x) {
+  return f(x.offset, x.length, x.hash);
+}
+
 // frontend → scheduler: one validated completion request (prompt already tokenized).
 struct completion_request {
   uint64_t request_id = 0;
@@ -17,11 +30,13 @@ struct completion_request {
   uint64_t seed = 0;
   bool stream = false;
   std::string cache_salt;
+  std::vector<media_span> media; // sorted by offset, not overlapping, inside the prompt
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, completion_request& x) {
-  return f(x.request_id, x.prompt, x.max_tokens, x.temperature, x.seed, x.stream, x.cache_salt);
+  return f(x.request_id, x.prompt, x.max_tokens, x.temperature, x.seed, x.stream, x.cache_salt,
+           x.media);
 }
 
 // scheduler → frontend: one sampled token of a streaming request, in order.

@@ -43,19 +43,39 @@ typename Inspector::result_type inspect(Inspector& f, state_image_copy& x) {
   return f(x.request_id, x.state_slot, x.position, x.units);
 }
 
+// One object moved between the host tier's memory and page units (DESIGN §2.1 loads / saves).
+// kind kv_chunk: `units` are the request's blocks of the object, in order (segment-major object,
+// runtime/kv_codec.hpp); a negative unit is a block not moved (shared from the HBM index).
+// kind state_image: the image's units, in image order (unit-major, runtime/page_units.hpp).
+struct unit_transfer {
+  uint64_t request_id = 0;
+  uint8_t kind = 0;          // object_kind
+  uint64_t data_offset = 0;  // in the store's arena
+  uint64_t data_bytes = 0;
+  std::vector<int32_t> units;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, unit_transfer& x) {
+  return f(x.request_id, x.kind, x.data_offset, x.data_bytes, x.units);
+}
+
 // scheduler → model_runner: one engine step. Sent only after the previous step's step_done.
-// The runner orders it as DESIGN §2.1: clears, restores, forward, checkpoint copies.
+// The runner orders it as DESIGN §2.1: clears, loads, restores, forward, checkpoint copies,
+// saves. A plan may have loads and no forward (every request in it parked on a load).
 struct step_plan {
   command_header header;
   std::vector<scheduled_request> requests;
   std::vector<int32_t> clears;                    // units given back: fill before any reuse
-  std::vector<state_image_copy> restores;         // units → slot, before the forward
+  std::vector<state_image_copy> restores;         // units → slot, before the forward (after loads)
   std::vector<state_image_copy> checkpoint_copies; // slot → units, after the forward
+  std::vector<unit_transfer> loads;               // host → units, after the clears
+  std::vector<unit_transfer> saves;               // units → host, after the forward and copies
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
-  return f(x.header, x.requests, x.clears, x.restores, x.checkpoint_copies);
+  return f(x.header, x.requests, x.clears, x.restores, x.checkpoint_copies, x.loads, x.saves);
 }
 
 // One sampled token and the digest of the logits it was sampled from.

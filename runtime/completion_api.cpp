@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -97,6 +99,103 @@ std::variant<std::vector<int32_t>, api_error> parse_prompt(const json& body,
   return parse_token_ids(p, limits);
 }
 
+// media[i].<name>: an integer in [min, max].
+std::variant<int32_t, api_error> parse_span_int(const json& span, const std::string& where,
+                                                const char* name, int64_t min, int64_t max) {
+  const std::string field = where + "." + name;
+  const std::string range =
+      "an integer between " + std::to_string(min) + " and " + std::to_string(max);
+  auto it = span.find(name);
+  if (it == span.end() || it->is_null())
+    return bad(field + " is required: " + range);
+  if (!it->is_number_integer())
+    return bad(field + " must be " + range + ", got " + type_name(*it) + " " + shown(*it));
+  bool in_range = it->is_number_unsigned()
+                      ? it->get<uint64_t>() <= uint64_t(max)
+                      : (it->get<int64_t>() >= min && it->get<int64_t>() <= max);
+  if (!in_range || it->get<int64_t>() < min)
+    return bad(field + " must be " + range + ", got " + shown(*it));
+  return static_cast<int32_t>(it->get<int64_t>());
+}
+
+// media[i].hash: 1 to 16 hex digits, or an integer in [0, 2^64).
+std::variant<uint64_t, api_error> parse_span_hash(const json& span, const std::string& where) {
+  static const char* kinds =
+      "a string of 1 to 16 hex digits or an integer between 0 and 18446744073709551615";
+  auto it = span.find("hash");
+  if (it == span.end() || it->is_null())
+    return bad(where + ".hash is required: " + kinds);
+  if (it->is_number_unsigned())
+    return it->get<uint64_t>();
+  const std::string allowed = where + ".hash must be " + kinds;
+  if (!it->is_string())
+    return bad(allowed + ", got " + type_name(*it) + " " + shown(*it));
+  const auto& s = it->get_ref<const std::string&>();
+  bool hex = !s.empty() && s.size() <= 16 &&
+             std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c) != 0; });
+  if (!hex)
+    return bad(allowed + ", got " + shown(*it));
+  return static_cast<uint64_t>(std::stoull(s, nullptr, 16));
+}
+
+// The optional "media" array: spans of placeholder positions inside a prompt of
+// `prompt_len` tokens, returned sorted by offset; overlapping spans are an error.
+std::variant<std::vector<media_span>, api_error> parse_media(const json& body, size_t prompt_len) {
+  std::vector<media_span> spans;
+  auto it = body.find("media");
+  if (it == body.end() || it->is_null())
+    return spans;
+  static const char* shape = R"({"offset": int, "length": int, "hash": "hex" or int})";
+  if (!it->is_array())
+    return bad(std::string("media must be an array of ") + shape + " objects, got " +
+               type_name(*it) + " " + shown(*it));
+  const int64_t len = static_cast<int64_t>(prompt_len);
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& s = (*it)[i];
+    const std::string where = "media[" + std::to_string(i) + "]";
+    if (!s.is_object())
+      return bad(where + " must be an object " + shape + ", got " + type_name(s) + " " + shown(s));
+    auto offset = parse_span_int(s, where, "offset", 0, len - 1);
+    if (auto* e = std::get_if<api_error>(&offset))
+      return *e;
+    auto length = parse_span_int(s, where, "length", 1, len);
+    if (auto* e = std::get_if<api_error>(&length))
+      return *e;
+    auto hash = parse_span_hash(s, where);
+    if (auto* e = std::get_if<api_error>(&hash))
+      return *e;
+    media_span span{std::get<int32_t>(offset), std::get<int32_t>(length), std::get<uint64_t>(hash)};
+    if (int64_t{span.offset} + span.length > len)
+      return bad(where + " covers prompt positions [" + std::to_string(span.offset) + ", " +
+                 std::to_string(int64_t{span.offset} + span.length) + ") but the prompt has " +
+                 std::to_string(len) + " tokens");
+    spans.push_back(span);
+  }
+  std::vector<size_t> order(spans.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return spans[a].offset < spans[b].offset; });
+  std::vector<media_span> sorted;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const media_span& s = spans[order[k]];
+    if (k > 0) {
+      const media_span& p = spans[order[k - 1]];
+      if (s.offset < p.offset + p.length) {
+        auto name = [&](size_t j) {
+          const media_span& x = spans[j];
+          return "media[" + std::to_string(j) + "] [" + std::to_string(x.offset) + ", " +
+                 std::to_string(x.offset + x.length) + ")";
+        };
+        return bad(name(order[k - 1]) + " overlaps " + name(order[k]) +
+                   ": media spans must not share prompt positions");
+      }
+    }
+    sorted.push_back(s);
+  }
+  return sorted;
+}
+
 } // namespace
 
 std::variant<completion_request, api_error> parse_completion_request(const std::string& text,
@@ -164,6 +263,11 @@ std::variant<completion_request, api_error> parse_completion_request(const std::
                  shown(*it));
     req.cache_salt = it->get<std::string>();
   }
+
+  auto media = parse_media(body, req.prompt.size());
+  if (auto* e = std::get_if<api_error>(&media))
+    return *e;
+  req.media = std::move(std::get<std::vector<media_span>>(media));
 
   if (auto it = body.find("model"); it != body.end() && !it->is_null() && !it->is_string())
     return bad("model must be a string, got " + std::string(type_name(*it)) + " " + shown(*it));

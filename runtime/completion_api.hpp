@@ -28,7 +28,9 @@ struct api_error {
 };
 
 // Parses a POST /v1/completions body. A text prompt is tokenized (BOS + bytes); token ids are
-// taken as given. request_id is left 0 for the caller to assign.
+// taken as given. request_id is left 0 for the caller to assign. Optional "media" spans
+// [{"offset", "length", "hash"}] must lie inside the prompt and not overlap; they come back
+// sorted by offset (hash: 1–16 hex digits or an unsigned integer).
 std::variant<completion_request, api_error> parse_completion_request(const std::string& body,
                                                                      const api_limits& limits);
 

@@ -23,6 +23,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
       {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
       {"scheduler", {"max_batch_tokens", "max_num_seqs"}},
       {"kv_transfer", {"connector", "kv_role", "config"}},
+      {"store", {"capacity_mb"}},
       {"server", {"host", "port"}},
       {"log", {"level"}},
   };
@@ -80,10 +81,10 @@ const std::vector<std::pair<kv_dtype, std::string>> dtype_names = {
     {kv_dtype::fp32, "fp32"}, {kv_dtype::bf16, "bf16"}, {kv_dtype::fp8, "fp8"}};
 const std::vector<std::string> device_kinds = {"cpu", "hip"};
 const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
-const std::vector<std::string> connectors_available = {"none"};
-const std::vector<std::string> connectors_planned = {"offload"};
-const std::vector<std::string> kv_roles_available = {"kv_both"};
-const std::vector<std::string> kv_roles_planned = {"kv_producer", "kv_consumer"};
+const std::vector<std::string> connectors_available = {"none", "offload"};
+const std::vector<std::string> connectors_planned = {};
+const std::vector<std::string> kv_roles_available = {"kv_both", "kv_producer", "kv_consumer"};
+const std::vector<std::string> kv_roles_planned = {};
 
 template <class E>
 std::vector<std::string> names_of(const std::vector<std::pair<E, std::string>>& table) {
@@ -311,6 +312,8 @@ node_config from_table(const toml::table& root) {
   r.string("kv_transfer", "connector", cfg.connector, "one of " + join(connectors_available));
   r.string("kv_transfer", "kv_role", cfg.kv_role, "one of " + join(kv_roles_available));
   apply_kv_transfer_json(r, cfg);
+  cfg.store_capacity_mb = r.integer("store", "capacity_mb", cfg.store_capacity_mb, 0, 1 << 30,
+                                    "a size in MiB between 0 and 2^30");
 
   r.string("server", "host", cfg.host, "a host name or IP address");
   i32("server", "port", cfg.port, "between 0 and 65535");
@@ -380,6 +383,10 @@ void validate(const node_config& cfg) {
 
   check_choice("kv_transfer.connector", cfg.connector, connectors_available, connectors_planned);
   check_choice("kv_transfer.kv_role", cfg.kv_role, kv_roles_available, kv_roles_planned);
+  if (cfg.store_capacity_mb < 0 || cfg.store_capacity_mb > (int64_t{1} << 30))
+    bad("store.capacity_mb", cfg.store_capacity_mb, "a size in MiB between 0 and 2^30");
+  if (cfg.connector == "offload" && cfg.store_capacity_mb < 1)
+    bad("store.capacity_mb", cfg.store_capacity_mb, "at least 1 with kv_transfer.connector = \"offload\"");
 
   if (cfg.host.empty())
     fail("server.host = \"\": must be a host name or IP address");
@@ -400,6 +407,7 @@ std::string describe(const node_config& cfg) {
      << " scheduler.max_batch_tokens=" << cfg.max_batch_tokens
      << " scheduler.max_num_seqs=" << cfg.max_num_seqs
      << " kv_transfer.connector=" << cfg.connector << " kv_transfer.kv_role=" << cfg.kv_role
+     << " store.capacity_mb=" << cfg.store_capacity_mb
      << " server.host=" << cfg.host << " server.port=" << cfg.port
      << " log.level=" << cfg.log_level;
   return os.str();

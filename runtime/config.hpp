@@ -29,8 +29,10 @@ struct node_config {
   int32_t max_batch_tokens = 512;
   int32_t max_num_seqs = 16;
   // [kv_transfer] (also settable as vLLM-shaped JSON: config = '{"kv_connector":..,"kv_role":..}')
-  std::string connector = "none";  // none (offload: not available yet)
-  std::string kv_role = "kv_both"; // kv_both (kv_producer | kv_consumer: not available yet)
+  std::string connector = "none";  // none | offload (the in-process host-memory tier)
+  std::string kv_role = "kv_both"; // kv_both | kv_producer (saves only) | kv_consumer (loads only)
+  // [store]
+  int64_t store_capacity_mb = 256; // host-memory tier size (pinned on a GPU device)
   // [server]
   std::string host = "127.0.0.1";
   int32_t port = 8000;

@@ -175,20 +175,28 @@ struct sample_args {
 };
 
 // Page units ↔ a contiguous pinned host buffer (DESIGN §2.2: one kernel instead of one copy per
-// field block). Host buffer layout: unit-major in unit_ids order, then field order, each field's
-// whole block: unit i's field f starts at host + i·unit_bytes + sum(block_bytes[0..f)), where
-// unit_bytes = sum(block_bytes). Arena side: unit u of field f is regions[f] + u·block_bytes[f].
+// field block). Arena side: unit u of field f is regions[f] + u·block_bytes[f]. Host side, with
+// unit_bytes = sum(block_bytes) and prefix(f) = sum(block_bytes[0..f)), the bytes of (field f,
+// i-th entry of unit_ids) sit at
+//   unit-major    (segment_major = false): host + i·unit_bytes + prefix(f)
+//     (per unit all fields; state images are laid over units this way, runtime/page_units.hpp)
+//   segment-major (segment_major = true):  host + num_units·prefix(f) + i·block_bytes[f]
+//     (per field all blocks in unit_ids order: the host tier's KV chunk object, runtime/kv_codec.hpp)
+// Either way the host buffer is num_units × unit_bytes. A NEGATIVE unit id means "skip this
+// block": gather leaves its host bytes unchanged, scatter leaves the arena unchanged, and the host
+// offsets of the other entries do not move. Non-negative ids must be < the arena's num_blocks.
 // regions, block_bytes and unit_ids are device memory; host is mapped pinned memory
 // (device::alloc_host_pinned), addressed by the kernel through its mapping.
 enum class unit_copy_direction : uint8_t { gather = 0 /* arena → host */, scatter = 1 /* host → arena */ };
 struct unit_copy_args {
   uint8_t* const* regions = nullptr;     // [num_fields]
   const uint64_t* block_bytes = nullptr; // [num_fields]
-  const int32_t* unit_ids = nullptr;     // [num_units]
+  const int32_t* unit_ids = nullptr;     // [num_units]; < 0 = skip that entry
   uint8_t* host = nullptr;               // [num_units × unit_bytes]
   int32_t num_fields = 0, num_units = 0;
   uint64_t max_block_bytes = 0;          // max of block_bytes (sizes the launch grid)
   unit_copy_direction direction = unit_copy_direction::gather;
+  bool segment_major = false;            // host layout: see above
 };
 
 } // namespace ordo

@@ -6,6 +6,10 @@ namespace {
 
 // A short label for an `ordo.reason` sentence (Prometheus labels stay few and stable).
 std::string reason_class(const std::string& reason) {
+  if (reason.find("host tier holds") != std::string::npos)
+    return "host_tier";
+  if (reason.find("host tier load failed") != std::string::npos)
+    return "host_load_failed";
   if (reason.find("checkpoint_interval = 0") != std::string::npos)
     return "interval_zero";
   if (reason.find("READY state checkpoint") != std::string::npos)
@@ -73,6 +77,37 @@ void node_metrics::observe(const scheduler_stats& s, const completion_result* fi
   checkpoints_evicted_.inc(delta(s.checkpoints_evicted, last_.checkpoints_evicted));
   checkpoints_restored_.inc(delta(s.checkpoints_restored, last_.checkpoints_restored));
   images_.set(s.num_images);
+  // Host tier (kv_transfer.connector = "offload").
+  auto count = [&](const char* name, const char* help, int64_t now, int64_t before,
+                   const std::vector<std::pair<std::string, std::string>>& labels = {}) {
+    registry_.counter(name, help, labels).inc(delta(now, before));
+  };
+  count("ordo_offload_loads_total", "Host-tier objects loaded into page units", s.loads_total, last_.loads_total);
+  count("ordo_offload_load_failures_total", "Host-tier loads refused (missing or corrupt object): recomputed",
+        s.load_failures_total, last_.load_failures_total);
+  count("ordo_offload_saves_total", "Host-tier objects saved from page units", s.saves_total, last_.saves_total);
+  count("ordo_offload_save_failures_total", "Host-tier saves refused (no room)", s.save_failures_total,
+        last_.save_failures_total);
+  count("ordo_offload_bytes_total", "Bytes moved between page units and the host tier", s.bytes_loaded,
+        last_.bytes_loaded, {{"direction", "load"}});
+  count("ordo_offload_bytes_total", "Bytes moved between page units and the host tier", s.bytes_saved,
+        last_.bytes_saved, {{"direction", "save"}});
+  const auto &st = s.store, &was = last_.store;
+  count("ordo_store_commits_total", "Objects committed (visible) in the host tier", st.commits_total, was.commits_total);
+  count("ordo_store_evictions_total", "Objects evicted from the host tier (LRU)", st.evictions_total,
+        was.evictions_total);
+  const char* miss_help = "Host-tier reads that found no usable object, by reason";
+  count("ordo_store_misses_total", miss_help, st.misses_total, was.misses_total, {{"reason", "missing"}});
+  count("ordo_store_misses_total", miss_help, st.checksum_failures_total, was.checksum_failures_total,
+        {{"reason", "checksum"}});
+  count("ordo_store_misses_total", miss_help, st.header_failures_total, was.header_failures_total,
+        {{"reason", "header"}});
+  count("ordo_store_rejected_total", "Host-tier reservations refused (no space)", st.rejected_total,
+        was.rejected_total);
+  registry_.gauge("ordo_store_objects", "Objects committed in the host tier").set(static_cast<double>(st.num_objects));
+  registry_.gauge("ordo_store_bytes_used", "Host-tier bytes taken by objects and reservations")
+      .set(static_cast<double>(st.bytes_used));
+  registry_.gauge("ordo_store_capacity_bytes", "Host-tier capacity").set(static_cast<double>(st.bytes_capacity));
   last_ = s;
   waiting_.set(s.num_waiting);
   running_.set(s.num_running);

@@ -10,7 +10,7 @@ namespace ordo {
 namespace {
 
 enum class request_state : uint8_t { looking_up, waiting, running, finished };
-enum class loop_state : uint8_t { idle, awaiting_pool, awaiting_step };
+enum class loop_state : uint8_t { idle, awaiting_pool, awaiting_connector, awaiting_step };
 
 int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
@@ -63,6 +63,23 @@ struct scheduling::impl {
     std::vector<reserved_image> images; // checkpoints still to copy, ascending position
     uint64_t restore_hash = 0;          // pinned image to restore before the next forward
     std::vector<int32_t> restore_units;
+    // Host tier.
+    std::vector<kv_object> cpu_chunks;         // from the lookup
+    std::vector<int32_t> cpu_state_positions;
+    int32_t cpu_boundary = 0;  // where the host tier alone could resume it (SPEC C2), 0 = nowhere
+    int32_t from_cpu = 0;
+    bool parked = false;       // its loads are in the step in flight
+    int32_t save_watermark = 0; // KV tokens [0, w) known stored (chunk grid, or the prompt's tail end)
+    int32_t save_failures = 0;  // refused reserves of the boundary at the watermark (C5: at most 3)
+  };
+
+  // What a granted order moves, kept beside the connector step in flight.
+  struct transfer_meta {
+    uint64_t request_id = 0;
+    object_ref object;
+    std::vector<int32_t> units;
+    int32_t boundary = 0;   // loads: the resume point; saves: the KV watermark after it
+    uint64_t image_hash = 0; // loads of a state image: the HBM image the units become
   };
 
   scheduler_options opt;
@@ -86,8 +103,17 @@ struct scheduling::impl {
   std::vector<uint64_t> step_ready, pending_ready;     // images copied by the step / to report
   std::vector<image_unpin> step_unpins, pending_unpins; // restores done by the step / to report
   uint64_t next_order = 0;
+  // Host tier: the turn's plan waits for the connector's grants.
+  sequence_stamp connector_stamp;
+  std::optional<connector_step> connector_to_send;
+  connector_step connector_in_flight;
+  std::vector<transfer_meta> load_meta, save_meta; // parallel to connector_in_flight.loads / saves
+  step_plan plan_in_progress;
+  std::vector<transfer_result> step_finished, pending_finished; // transfers of the step / to report
+  std::vector<uint64_t> step_parked;                            // requests whose loads are in the step
 
-  explicit impl(const scheduler_options& o) : opt(o), pool_stamp(o.epoch), step_stamp(o.epoch) {
+  explicit impl(const scheduler_options& o)
+      : opt(o), pool_stamp(o.epoch), step_stamp(o.epoch), connector_stamp(o.epoch) {
     stats.num_free_blocks = opt.num_blocks;
     stats.num_available_blocks = opt.num_blocks;
     if (opt.has_recurrent_state)
@@ -102,7 +128,7 @@ struct scheduling::impl {
 
   // Full-block hashes are needed up to the tokens the device holds (commits) or the prompt.
   void ensure_hashes(request& r, size_t num_tokens) {
-    extend_prefix_hashes(r.root, r.tokens, opt.block_size, num_tokens, r.hashes);
+    extend_prefix_hashes(r.root, r.tokens, r.spec.media, opt.block_size, num_tokens, r.hashes);
   }
 
   void commits_for(request& r, std::vector<block_commit>& out) {
@@ -148,9 +174,10 @@ struct scheduling::impl {
     res.token_ids = r.generated;
     res.finish_reason = finish_reason;
     res.prompt_tokens = static_cast<int32_t>(r.spec.prompt.size());
-    res.cached_tokens = r.from_hbm;
+    res.cached_tokens = r.resume_at;
     res.resume_at = r.resume_at;
     res.from_hbm = r.from_hbm;
+    res.from_cpu = r.from_cpu;
     res.reason = r.reason;
     res.logits_digest = r.digest;
     res.num_preemptions = r.num_preemptions;
@@ -158,6 +185,133 @@ struct scheduling::impl {
     outbox.results.push_back(std::move(res));
     ++stats.num_finished;
     requests.erase(r.spec.request_id);
+  }
+
+  object_key key_of(uint64_t hash, object_kind kind) const {
+    return {opt.namespace_id, hash, static_cast<uint8_t>(kind)};
+  }
+
+  // SPEC C2: the largest point the host tier alone could resume `r` at. A full-prompt hit is
+  // first reduced by one token; a hybrid also needs a state image at the point.
+  int32_t host_boundary(const request& r, int32_t cpu_tokens) const {
+    int32_t usable = std::min(cpu_tokens, static_cast<int32_t>(r.spec.prompt.size()) - 1);
+    if (usable <= 0)
+      return 0;
+    if (!opt.has_recurrent_state)
+      return usable / opt.block_size * opt.block_size;
+    if (opt.checkpoint_interval == 0 || opt.units_per_image == 0)
+      return 0;
+    int32_t best = 0;
+    for (auto p : r.cpu_state_positions)
+      if (p <= usable)
+        best = p;
+    return best;
+  }
+
+  // Orders the loads that resume `r` at its host boundary: every chunk object from the one
+  // holding the HBM resume point through the one covering the boundary (the hit is kept whole),
+  // into the request's own blocks (blocks shared from the HBM index are skipped), and for a
+  // hybrid the state image at the boundary into the units the pool reserved for it.
+  void prepare_load(request& r, std::vector<transfer_order>& orders) {
+    const int32_t bs = opt.block_size, B = r.cpu_boundary, H = r.num_computed;
+    if (B <= H)
+      return;
+    std::vector<transfer_meta> mine;
+    for (const auto& c : r.cpu_chunks) {
+      int32_t first = c.first_block * bs, end = (c.first_block + c.num_blocks) * bs;
+      if (end <= H || first >= B)
+        continue;
+      if (static_cast<size_t>(c.first_block + c.num_blocks) > r.block_table.size())
+        return; // cannot happen: objects hold full blocks of this prompt
+      transfer_meta m;
+      m.request_id = r.spec.request_id;
+      m.object = {key_of(c.hash, object_kind::kv_chunk), first, end - first, c.num_blocks,
+                  static_cast<uint64_t>(c.num_blocks) * opt.unit_bytes};
+      for (int32_t b = c.first_block; b < c.first_block + c.num_blocks; ++b)
+        m.units.push_back(b < H / bs ? -1 : r.block_table[static_cast<size_t>(b)]);
+      m.boundary = B;
+      mine.push_back(std::move(m));
+    }
+    if (opt.has_recurrent_state) {
+      auto img = std::find_if(r.images.begin(), r.images.end(), [&](const reserved_image& i) { return i.position == B; });
+      if (img == r.images.end())
+        return; // no units for the image: the request recomputes from its HBM point
+      transfer_meta m;
+      m.request_id = r.spec.request_id;
+      m.object = {key_of(img->hash, object_kind::state_image), 0, B, opt.units_per_image,
+                  static_cast<uint64_t>(opt.units_per_image) * opt.unit_bytes};
+      m.units = img->units;
+      m.boundary = B;
+      m.image_hash = img->hash;
+      r.images.erase(img);
+      mine.push_back(std::move(m));
+    }
+    r.parked = true;
+    for (auto& m : mine) {
+      orders.push_back({m.request_id, m.object});
+      load_meta.push_back(std::move(m));
+    }
+  }
+
+  // Saves of what a step computes for `r` (SPEC C1, C4): each whole chunk of the prompt the
+  // step completes, the prompt's last partial chunk once the prompt is complete, and the state
+  // images the step copies at the prompt-end anchor and at a rung at the prompt's end.
+  void prepare_saves(request& r, int32_t end, const step_plan& plan, std::vector<transfer_order>& orders) {
+    if (!opt.offload || !opt.offload_saves || r.save_failures >= 3)
+      return;
+    const int32_t bs = opt.block_size, prompt = static_cast<int32_t>(r.spec.prompt.size());
+    auto kv_save = [&](int32_t first, int32_t last) {
+      transfer_meta m;
+      m.request_id = r.spec.request_id;
+      int32_t n = (last - first) / bs;
+      m.object = {key_of(r.hashes[static_cast<size_t>(last / bs - 1)], object_kind::kv_chunk), first, last - first, n,
+                  static_cast<uint64_t>(n) * opt.unit_bytes};
+      for (int32_t b = first / bs; b < last / bs; ++b)
+        m.units.push_back(r.block_table[static_cast<size_t>(b)]);
+      m.boundary = last;
+      orders.push_back({m.request_id, m.object});
+      save_meta.push_back(std::move(m));
+    };
+    int32_t reach = std::min(end, prompt), w = r.save_watermark;
+    for (; w + opt.chunk_size <= reach; w += opt.chunk_size)
+      kv_save(w, w + opt.chunk_size);
+    if (end >= prompt && prompt / bs * bs > w)
+      kv_save(w, prompt / bs * bs);
+    int32_t anchor = (prompt - 1) / bs * bs;
+    for (const auto& c : plan.checkpoint_copies) {
+      if (c.request_id != r.spec.request_id || (c.position != anchor && c.position != prompt))
+        continue;
+      transfer_meta m;
+      m.request_id = r.spec.request_id;
+      m.object = {key_of(r.hashes[static_cast<size_t>(c.position / bs - 1)], object_kind::state_image), 0, c.position,
+                  opt.units_per_image, static_cast<uint64_t>(opt.units_per_image) * opt.unit_bytes};
+      m.units = c.units;
+      orders.push_back({m.request_id, m.object});
+      save_meta.push_back(std::move(m));
+    }
+  }
+
+  // The turn's plan goes out, or the loop goes idle when it has nothing for the device.
+  std::optional<step_plan> emit(step_plan plan) {
+    if (plan.requests.empty() && plan.loads.empty() && plan.saves.empty()) {
+      loop = loop_state::idle;
+      return std::nullopt;
+    }
+    plan.header = {step_stamp.epoch(), step_stamp.next()};
+    // NOTE(order): every plan carries every clear issued so far, plans with loads and no
+    // forward included, so no load can land in a unit before the unit's clear (SPEC B7).
+    plan.clears.swap(pending_clears);
+    step_in_flight = plan.header;
+    loop = loop_state::awaiting_step;
+    // The device advances each request by its scheduled tokens once the step completes.
+    for (const auto& sr : plan.requests) {
+      auto& r = requests.at(sr.request_id);
+      r.num_computed += static_cast<int32_t>(sr.token_ids.size());
+      if (sr.first_position < static_cast<int32_t>(r.spec.prompt.size()))
+        stats.prompt_tokens_computed +=
+            std::min<int32_t>(static_cast<int32_t>(r.spec.prompt.size()), r.num_computed) - sr.first_position;
+    }
+    return plan;
   }
 
   // Why a request resumes where it does, in words a user reads in `ordo.reason`.
@@ -214,8 +368,19 @@ void scheduling::on_lookup_done(const connector_lookup_done& done) {
   auto it = d.requests.find(done.request_id);
   if (it == d.requests.end() || it->second.state != request_state::looking_up)
     return;
-  it->second.cpu_tokens = done.cpu_tokens;
-  it->second.store_tokens = done.store_tokens;
+  auto& r = it->second;
+  r.cpu_tokens = done.cpu_tokens;
+  r.store_tokens = done.store_tokens;
+  r.cpu_chunks = done.cpu_chunks;
+  r.cpu_state_positions = done.cpu_state_positions;
+  if (d.opt.offload && d.opt.offload_loads)
+    r.cpu_boundary = d.host_boundary(r, done.cpu_tokens);
+  // Whole chunks already stored need no save.
+  for (const auto& c : done.cpu_chunks) {
+    if (c.first_block * d.opt.block_size != r.save_watermark || c.num_blocks * d.opt.block_size != d.opt.chunk_size)
+      break;
+    r.save_watermark += d.opt.chunk_size;
+  }
   it->second.state = request_state::waiting;
   d.waiting.push_back(done.request_id);
 }
@@ -225,7 +390,8 @@ void scheduling::request_evict(const evict_request& request) { impl_->evicts_pen
 bool scheduling::has_work() const {
   const auto& d = *impl_;
   return !d.running.empty() || !d.waiting.empty() || !d.evicts_pending.empty() || !d.to_release.empty() ||
-         !d.pending_ready.empty() || !d.pending_unpins.empty() || !d.pending_commits.empty();
+         !d.pending_ready.empty() || !d.pending_unpins.empty() || !d.pending_commits.empty() ||
+         !d.pending_finished.empty();
 }
 
 bool scheduling::idle() const { return impl_->loop == loop_state::idle; }
@@ -283,6 +449,14 @@ std::optional<pool_step> scheduling::next_pool_step() {
         for (auto p : checkpoint_positions(static_cast<int32_t>(r.spec.prompt.size()), d.opt.block_size,
                                            d.opt.checkpoint_interval))
           g.checkpoints.push_back({p, r.hashes[static_cast<size_t>(p / d.opt.block_size) - 1]});
+      // Units for the state image a host-tier load would bring (becomes an HBM checkpoint).
+      int32_t b = r.cpu_boundary;
+      if (d.opt.units_per_image > 0 && b > 0 &&
+          std::none_of(g.checkpoints.begin(), g.checkpoints.end(), [&](const checkpoint_position& c) { return c.position == b; })) {
+        g.checkpoints.push_back({b, r.hashes[static_cast<size_t>(b / d.opt.block_size) - 1]});
+        std::sort(g.checkpoints.begin(), g.checkpoints.end(),
+                  [](const checkpoint_position& x, const checkpoint_position& y) { return x.position < y.position; });
+      }
       want += static_cast<int32_t>(g.checkpoints.size()) * d.opt.units_per_image;
       if (want > budget_blocks && !must_try)
         break;
@@ -316,6 +490,9 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
   d.evicts_in_flight.clear();
 
   bool admissions_blocked = false;
+  std::vector<transfer_order> loads, saves;
+  d.load_meta.clear();
+  d.save_meta.clear();
   for (size_t i = 0; i < done.results.size(); ++i) {
     const auto& res = done.results[i];
     const auto& grow = d.pool_in_flight.grows[i];
@@ -370,6 +547,8 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
       d.stats.prompt_tokens += static_cast<int64_t>(r.spec.prompt.size());
       d.stats.prompt_tokens_from_hbm += r.from_hbm;
     }
+    if (d.opt.offload && d.opt.offload_loads)
+      d.prepare_load(r, loads);
     d.running.push_back(res.request_id);
   }
   d.running.erase(std::remove_if(d.running.begin(), d.running.end(),
@@ -384,6 +563,8 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
     if (budget == 0)
       break;
     auto& r = d.requests.at(id);
+    if (r.parked)
+      continue; // its loads go first; its forward starts in the next step
     int32_t remaining = static_cast<int32_t>(r.tokens.size()) - r.num_computed;
     int32_t n = std::min(remaining, budget);
     if (n <= 0)
@@ -423,23 +604,144 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
   }
   d.stats.num_waiting = static_cast<int32_t>(d.waiting.size());
   d.stats.num_running = static_cast<int32_t>(d.running.size());
-  if (plan.requests.empty()) {
-    d.loop = loop_state::idle;
-    return std::nullopt;
+  for (const auto& sr : plan.requests)
+    d.prepare_saves(d.requests.at(sr.request_id), sr.first_position + static_cast<int32_t>(sr.token_ids.size()), plan,
+                    saves);
+  if (loads.empty() && saves.empty() && d.pending_finished.empty())
+    return d.emit(std::move(plan));
+  connector_step cs;
+  cs.header = {d.connector_stamp.epoch(), d.connector_stamp.next()};
+  cs.finished.swap(d.pending_finished);
+  cs.loads = std::move(loads);
+  cs.saves = std::move(saves);
+  d.connector_in_flight = cs;
+  d.connector_to_send = std::move(cs);
+  d.plan_in_progress = std::move(plan);
+  d.loop = loop_state::awaiting_connector;
+  return std::nullopt;
+}
+
+std::optional<connector_step> scheduling::take_connector_step() {
+  auto& d = *impl_;
+  std::optional<connector_step> out;
+  out.swap(d.connector_to_send);
+  return out;
+}
+
+std::optional<step_plan> scheduling::on_connector_step_done(const connector_step_done& done) {
+  auto& d = *impl_;
+  if (d.loop != loop_state::awaiting_connector || !(done.header == d.connector_in_flight.header))
+    throw std::logic_error("connector_step_done (" + std::to_string(done.header.epoch) + ", " +
+                           std::to_string(done.header.seq) + ") does not answer the connector step in flight");
+  if (done.loads.size() != d.load_meta.size() || done.saves.size() != d.save_meta.size())
+    throw std::logic_error("connector_step_done answers " + std::to_string(done.loads.size()) + " loads and " +
+                           std::to_string(done.saves.size()) + " saves for " + std::to_string(d.load_meta.size()) +
+                           " and " + std::to_string(d.save_meta.size()));
+  d.stats.store = done.stats;
+  step_plan plan = std::move(d.plan_in_progress);
+  const int32_t bs = d.opt.block_size;
+
+  // Loads: a request's orders are contiguous; all of them granted or none is issued (SPEC C5).
+  for (size_t i = 0; i < d.load_meta.size();) {
+    size_t j = i;
+    while (j < d.load_meta.size() && d.load_meta[j].request_id == d.load_meta[i].request_id)
+      ++j;
+    auto& r = d.requests.at(d.load_meta[i].request_id);
+    const int32_t H = r.num_computed, B = d.load_meta[i].boundary;
+    const transfer_grant* refused = nullptr;
+    for (size_t k = i; k < j; ++k)
+      if (!done.loads[k].ok && !refused)
+        refused = &done.loads[k];
+    r.parked = false;
+    if (!refused) {
+      int32_t loaded_end = H;
+      for (size_t k = i; k < j; ++k) {
+        const auto& m = d.load_meta[k];
+        const auto& g = done.loads[k];
+        plan.loads.push_back({r.spec.request_id, m.object.key.kind, g.data_offset, g.data_bytes, m.units});
+        d.step_finished.push_back({r.spec.request_id, m.object.key, false, true});
+        ++d.stats.loads_total;
+        d.stats.bytes_loaded += static_cast<int64_t>(g.data_bytes);
+        if (m.object.key.kind == static_cast<uint8_t>(object_kind::state_image)) {
+          plan.restores.push_back({r.spec.request_id, r.state_slot, B, m.units});
+          d.step_ready.push_back(m.image_hash); // the loaded image is an HBM checkpoint too
+        } else {
+          loaded_end = std::max(loaded_end, m.object.first_token + m.object.tokens);
+        }
+      }
+      if (r.restore_hash) { // the HBM image at H is not needed any more
+        d.step_unpins.push_back({r.spec.request_id, r.restore_hash});
+        r.restore_hash = 0;
+        r.restore_units.clear();
+      }
+      r.needs_reset = false;
+      r.num_computed = B;
+      r.parked = true;
+      d.step_parked.push_back(r.spec.request_id);
+      if (r.num_preemptions == 0) {
+        r.from_cpu = loaded_end - H;
+        r.resume_at = B;
+        d.stats.prompt_tokens_from_cpu += r.from_cpu;
+        r.reason = d.opt.has_recurrent_state
+                       ? "host tier holds KV up to token " + std::to_string(r.cpu_tokens) +
+                             " and a state image at " + std::to_string(B) + " (the largest at or below floor_" +
+                             std::to_string(bs) + "(P - 1))"
+                       : "host tier holds KV up to token " + std::to_string(r.cpu_tokens) + "; resumed at floor_" +
+                             std::to_string(bs) + "(min(that, P - 1))";
+      }
+    } else {
+      int32_t lowest = B;
+      for (size_t k = i; k < j; ++k) {
+        const auto& m = d.load_meta[k];
+        if (done.loads[k].ok)
+          d.pending_finished.push_back({r.spec.request_id, m.object.key, false, true}); // unpin, never issued
+        else {
+          ++d.stats.load_failures_total;
+          if (m.object.key.kind == static_cast<uint8_t>(object_kind::kv_chunk))
+            lowest = std::min(lowest, m.object.first_token);
+        }
+        if (m.image_hash) { // the reserved units still take the image when the forward reaches B
+          r.images.push_back({B, m.image_hash, m.units});
+          std::sort(r.images.begin(), r.images.end(),
+                    [](const reserved_image& a, const reserved_image& b) { return a.position < b.position; });
+        }
+      }
+      // SPEC C5: recompute from the last secured point, and store the recomputed chunks again.
+      r.save_watermark = std::min(r.save_watermark, lowest / d.opt.chunk_size * d.opt.chunk_size);
+      if (r.num_preemptions == 0)
+        r.reason = "host tier load failed (" + refused->status + "): recomputed from token " + std::to_string(H);
+    }
+    i = j;
   }
-  plan.header = {d.step_stamp.epoch(), d.step_stamp.next()};
-  plan.clears.swap(d.pending_clears);
-  d.step_in_flight = plan.header;
-  d.loop = loop_state::awaiting_step;
-  // The device advances each request by its scheduled tokens once the step completes.
-  for (const auto& s : plan.requests) {
-    auto& r = d.requests.at(s.request_id);
-    r.num_computed += static_cast<int32_t>(s.token_ids.size());
-    if (s.first_position < static_cast<int32_t>(r.spec.prompt.size()))
-      d.stats.prompt_tokens_computed +=
-          std::min<int32_t>(static_cast<int32_t>(r.spec.prompt.size()), r.num_computed) - s.first_position;
+
+  // Saves: granted ones run in this step; "exists" means the bytes are stored already.
+  for (size_t k = 0; k < d.save_meta.size(); ++k) {
+    const auto& m = d.save_meta[k];
+    const auto& g = done.saves[k];
+    auto it = d.requests.find(m.request_id);
+    if (it == d.requests.end())
+      continue;
+    auto& r = it->second;
+    bool kv = m.object.key.kind == static_cast<uint8_t>(object_kind::kv_chunk);
+    bool stored = g.ok || g.status == "exists";
+    if (g.ok) {
+      plan.saves.push_back({m.request_id, m.object.key.kind, g.data_offset, g.data_bytes, m.units});
+      d.step_finished.push_back({m.request_id, m.object.key, true, true});
+      ++d.stats.saves_total;
+      d.stats.bytes_saved += static_cast<int64_t>(g.data_bytes);
+    } else if (!stored) {
+      ++d.stats.save_failures_total;
+    }
+    if (kv && m.object.first_token == r.save_watermark) {
+      if (stored) {
+        r.save_watermark = m.boundary;
+        r.save_failures = 0;
+      } else {
+        ++r.save_failures; // the watermark stays: the next step asks again, 3 attempts at most
+      }
+    }
   }
-  return plan;
+  return d.emit(std::move(plan));
 }
 
 void scheduling::on_step_done(const step_done& done, double now_ms) {
@@ -454,6 +756,12 @@ void scheduling::on_step_done(const step_done& done, double now_ms) {
   d.pending_unpins.insert(d.pending_unpins.end(), d.step_unpins.begin(), d.step_unpins.end());
   d.step_ready.clear();
   d.step_unpins.clear();
+  d.pending_finished.insert(d.pending_finished.end(), d.step_finished.begin(), d.step_finished.end());
+  d.step_finished.clear();
+  for (auto id : d.step_parked)
+    if (auto it = d.requests.find(id); it != d.requests.end())
+      it->second.parked = false;
+  d.step_parked.clear();
   for (const auto& s : done.samples) {
     auto it = d.requests.find(s.request_id);
     if (it == d.requests.end())

@@ -4,11 +4,19 @@
 //
 // Request states:
 //   looking_up ──connector_lookup_done──► waiting ──grow ok──► running ──EOS/max_tokens──► finished
-//                                            ▲                    │
-//                                            └──── preempted ◄────┘ (a decode grow was refused)
+//                                            ▲               │  ▲  │
+//                                            │   (host-tier  ▼  │  │
+//                                            │    hit) parked on load (one step: its loads land)
+//                                            └──── preempted ◄─────┘ (a decode grow was refused)
 // Engine loop (one command of each kind in flight at most):
 //   idle ──next_pool_step()──► awaiting_pool ──on_pool_step_done()──► awaiting_step ──on_step_done()──► idle
-//                                     └──(nothing to run)──► idle
+//                                     │   └──(nothing to run)──► idle                ▲
+//                                     └──(loads / saves to grant or finish)──► awaiting_connector
+//                                          ──on_connector_step_done()──► awaiting_step (or idle)
+// NOTE(host tier): a request resumed from the host tier is parked for one step whose plan carries
+// its loads (and every clear issued so far) and no forward of it; its forward starts in the
+// next step. Saves are granted before the plan that computes their bytes and run inside that
+// step; they are committed (made visible) only after its step_done, in the next connector step.
 // NOTE(order): a step_plan is built only from the pool_step_done of the same loop turn, and the
 // next pool_step only after the step's step_done, so blocks are committed, released and reused
 // strictly after the forward that wrote them has completed.
@@ -44,6 +52,14 @@ struct scheduler_options {
   int32_t eos_id = 257;
   uint64_t namespace_id = 0;
   uint64_t epoch = 1;
+  // Host tier (kv_transfer.connector = "offload"): objects of whole chunks of `chunk_size`
+  // tokens (the prompt's last partial chunk under its exact blocks) and state images at the
+  // prompt-end anchor and a rung at the prompt's end.
+  bool offload = false;
+  bool offload_loads = true; // kv_role allows loads
+  bool offload_saves = true; // kv_role allows saves
+  int32_t chunk_size = 256;
+  uint64_t unit_bytes = 0;   // bytes of one page unit (a block across every field)
 };
 
 // Commands and replies produced by one call into the core, for the actor to send.
@@ -76,6 +92,14 @@ struct scheduler_stats {
   int64_t checkpoints_restored = 0;
   int32_t num_images = 0;
   int32_t num_available_blocks = 0;
+  int64_t prompt_tokens_from_cpu = 0; // prompt tokens whose KV was loaded from the host tier
+  int64_t loads_total = 0;            // objects loaded
+  int64_t load_failures_total = 0;    // objects whose load was refused (missing, corrupt): recomputed
+  int64_t saves_total = 0;            // objects saved
+  int64_t save_failures_total = 0;    // reserves refused (no space)
+  int64_t bytes_loaded = 0;
+  int64_t bytes_saved = 0;
+  store_stats store;                  // as of the last connector step
 };
 
 // Checkpoint positions of a prompt of `prompt_len` tokens (SPEC B3), ascending: ladder rungs at
@@ -102,6 +126,12 @@ public:
   // The step to run, or nothing (the loop turns back to idle). Throws std::logic_error on a
   // reply that does not answer the pool step in flight.
   std::optional<step_plan> on_pool_step_done(const pool_step_done& done);
+  // After on_pool_step_done returned nothing: the connector step to send (the loop turns to
+  // awaiting_connector), if the turn has transfers to grant or to finish.
+  std::optional<connector_step> take_connector_step();
+  // The plan of the turn, with the granted loads and saves, or nothing (back to idle). Throws
+  // std::logic_error on a reply that does not answer the connector step in flight.
+  std::optional<step_plan> on_connector_step_done(const connector_step_done& done);
   // Applies sampled tokens, finishes requests. Throws std::logic_error on a reply that does not
   // answer the step in flight.
   void on_step_done(const step_done& done, double now_ms);

@@ -7,6 +7,10 @@
 
 #include <xxhash.h>
 
+#include "messages/store.hpp"
+#include "runtime/kernel_table.hpp"
+#include "runtime/kv_codec.hpp"
+
 namespace ordo {
 
 namespace {
@@ -26,13 +30,17 @@ struct step_executor::impl {
   int32_t max_table;
   size_t off_token_ids, off_positions, off_token_req, off_slot_mapping, off_req_token_start,
       off_req_first_position, off_req_block_table_start, off_block_tables, off_req_state_slot,
-      off_req_reset_state, off_sample_rows, off_sample_temperature, off_sample_seed, input_bytes;
+      off_req_reset_state, off_sample_rows, off_sample_temperature, off_sample_seed, off_transfer_units,
+      input_bytes;
+  size_t max_transfer_units;
   uint8_t* staging = nullptr; // pinned host
   uint8_t* inputs = nullptr;  // device
   float* host_logits = nullptr;
   int32_t* host_tokens = nullptr;
 
   page_units units;
+  std::unique_ptr<kernel_table> table;          // for the transfers' gathers and scatters
+  std::unique_ptr<unit_copy_fields> copy_fields; // only with a host arena
 
   impl(device& d, model& m, const step_executor_options& o)
       : dev(d), mdl(m), opt(o), block_size(m.options().block_size), vocab(m.geometry().vocab_size),
@@ -53,11 +61,19 @@ struct step_executor::impl {
     off_sample_rows = take(4 * R);
     off_sample_temperature = take(4 * R);
     off_sample_seed = take(8 * R);
+    // Unit ids of the step's loads and saves: every block and image unit of the arena, twice
+    // (a block can be loaded and saved in one step).
+    max_transfer_units = 2 * static_cast<size_t>(max_table);
+    off_transfer_units = take(4 * max_transfer_units);
     input_bytes = at;
     staging = static_cast<uint8_t*>(dev.alloc_host_pinned(input_bytes));
     inputs = static_cast<uint8_t*>(dev.alloc_device(input_bytes));
     host_logits = static_cast<float*>(dev.alloc_host_pinned(4 * R * static_cast<size_t>(vocab)));
     host_tokens = static_cast<int32_t*>(dev.alloc_host_pinned(4 * R));
+    if (opt.host_arena) {
+      table = make_kernel_table(dev);
+      copy_fields = std::make_unique<unit_copy_fields>(m.kv_fields(), dev);
+    }
   }
 
   ~impl() {
@@ -117,6 +133,34 @@ struct step_executor::impl {
     for (auto u : plan.clears)
       if (u < 0 || u >= max_table)
         throw std::invalid_argument("clear names unit " + std::to_string(u));
+    size_t transfer_units = 0;
+    auto check_transfer = [&](const unit_transfer& t, const char* what) {
+      std::string who = std::string(what) + " of request " + std::to_string(t.request_id);
+      if (!opt.host_arena)
+        throw std::invalid_argument(who + ": this runner has no host tier");
+      bool state = t.kind == static_cast<uint8_t>(object_kind::state_image);
+      if (!state && t.kind != static_cast<uint8_t>(object_kind::kv_chunk))
+        throw std::invalid_argument(who + ": unknown object kind " + std::to_string(t.kind));
+      if (state && static_cast<int32_t>(t.units.size()) != units.units_per_image())
+        throw std::invalid_argument(who + " has " + std::to_string(t.units.size()) + " units; an image takes " +
+                                    std::to_string(units.units_per_image()));
+      for (auto u : t.units)
+        if (u >= max_table || (u < 0 && (state || u != -1)))
+          throw std::invalid_argument(who + " names unit " + std::to_string(u));
+      if (t.data_bytes != t.units.size() * copy_fields->unit_bytes() || t.data_offset > opt.host_arena_bytes ||
+          t.data_bytes > opt.host_arena_bytes - t.data_offset)
+        throw std::invalid_argument(who + ": " + std::to_string(t.data_bytes) + " bytes at " +
+                                    std::to_string(t.data_offset) + " do not fit the host arena or its " +
+                                    std::to_string(t.units.size()) + " units");
+      transfer_units += t.units.size();
+    };
+    for (const auto& t : plan.loads)
+      check_transfer(t, "load");
+    for (const auto& t : plan.saves)
+      check_transfer(t, "save");
+    if (transfer_units > max_transfer_units)
+      throw std::invalid_argument("step_plan moves " + std::to_string(transfer_units) + " units; at most " +
+                                  std::to_string(max_transfer_units));
     if (tokens > static_cast<size_t>(opt.max_batch_tokens))
       throw std::invalid_argument("step_plan has " + std::to_string(tokens) + " tokens; max_batch_tokens is " +
                                   std::to_string(opt.max_batch_tokens));
@@ -161,6 +205,12 @@ struct step_executor::impl {
         ++samples;
       }
     }
+    auto* transfer_units = host_at<int32_t>(off_transfer_units);
+    size_t at = 0;
+    for (const auto* list : {&plan.loads, &plan.saves})
+      for (const auto& t : *list)
+        for (auto u : t.units)
+          transfer_units[at++] = u;
     req_token_start[plan.requests.size()] = row;
     req_block_table_start[plan.requests.size()] = table;
     b.num_tokens = row;
@@ -200,6 +250,23 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
 
   for (auto u : plan.clears)
     d.units.enqueue_clear(d.dev, stream_kind::compute, u);
+  // Transfers read their unit ids from the uploaded inputs, in plan order (loads, then saves).
+  const int32_t* transfer_ids = d.dev_at<int32_t>(d.off_transfer_units);
+  auto transfer = [&](const unit_transfer& t, stream_kind stream, unit_copy_direction dir) {
+    bool kv = t.kind == static_cast<uint8_t>(object_kind::kv_chunk);
+    auto n = static_cast<int32_t>(t.units.size());
+    d.table->unit_copy(stream, chunk_copy_args(*d.copy_fields, transfer_ids, n, d.opt.host_arena + t.data_offset,
+                                               dir, /*segment_major=*/kv));
+    transfer_ids += n;
+  };
+  if (!plan.loads.empty()) {
+    event_id cleared = d.dev.record(stream_kind::compute);
+    if (!d.opt.test_drop_clear_load_edge)
+      d.dev.wait(stream_kind::load, cleared);
+    for (const auto& t : plan.loads)
+      transfer(t, stream_kind::load, unit_copy_direction::scatter);
+    d.dev.wait(stream_kind::compute, d.dev.record(stream_kind::load));
+  }
   for (const auto& c : plan.restores)
     d.units.enqueue_unpack(d.dev, stream_kind::compute, c.units, c.state_slot);
   if (!d.opt.test_drop_upload_edge)
@@ -208,6 +275,12 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
     d.mdl.enqueue_forward(stream_kind::compute, batch);
   for (const auto& c : plan.checkpoint_copies)
     d.units.enqueue_pack(d.dev, stream_kind::compute, c.state_slot, c.units);
+  if (!plan.saves.empty()) {
+    d.dev.wait(stream_kind::save, d.dev.record(stream_kind::compute));
+    for (const auto& t : plan.saves)
+      transfer(t, stream_kind::save, unit_copy_direction::gather);
+    d.dev.wait(stream_kind::compute, d.dev.record(stream_kind::save));
+  }
 
   auto outputs = d.mdl.outputs();
   size_t num_samples = static_cast<size_t>(batch.num_samples);

@@ -1,13 +1,20 @@
 // The model runner's core: turns a step_plan into device work with explicit event edges and
 // reports completion through a callback run by the device (never by blocking a caller).
 //
-// Edges of one step (DESIGN §2.1; the host-tier issue adds loads and saves):
+// Edges of one step (DESIGN §2.1):
 //   load:    upload of the step's inputs (pinned staging → device)   ── event `inputs_uploaded`
-//   compute: clears (units given back → declared fills) → restores (units → slot)
-//            → wait(inputs_uploaded) → forward + sampling → checkpoint copies (slot → units)
-//            → copy logits and tokens to pinned host → host callback: digests, step_done
-// NOTE(clears-first): a plan's clears are the first compute work of the step, so no restore,
-// forward or checkpoint copy of this or any later step can write a unit before its clear.
+//   compute: clears (units given back → declared fills)               ── event `cleared`
+//   load:    wait(cleared) → loads (host objects → units, one scatter each) ── event `loaded`
+//   compute: wait(loaded) → restores (units → slot) → wait(inputs_uploaded) → forward + sampling
+//            → checkpoint copies (slot → units)                       ── event `produced`
+//   save:    wait(produced) → saves (units → host objects, one gather each) ── event `saved`
+//   compute: wait(saved) → copy logits and tokens to pinned host → host callback: step_done
+// NOTE(clears-first): a plan's clears are the first compute work of the step and every load of
+// the step waits for them, so no load, restore, forward or checkpoint copy of this or any later
+// step can write a unit before its clear (the seed's bug: a clear landing after a load).
+// NOTE(deferred free): step_done comes after every load and save of the step completed, and the
+// scheduler frees or reuses blocks only after step_done, so no page a transfer reads or writes is
+// reused while it runs.
 // NOTE(staging): one step is in flight at a time (the scheduler sends the next plan only after
 // step_done), so the staging and input buffers are reused without further edges.
 #pragma once
@@ -30,6 +37,12 @@ struct step_executor_options {
   // Test-only: leave out the compute stream's wait for the input upload. With chaos on, the
   // forward then reads inputs the load stream has not written yet, and outputs change.
   bool test_drop_upload_edge = false;
+  // Test-only: leave out the load stream's wait for the step's clears (the seed's bug). With
+  // chaos on, a clear can then land after a load into the same unit and erase what it loaded.
+  bool test_drop_clear_load_edge = false;
+  // The host tier's arena (the store's memory: pinned on a GPU device); null without one.
+  uint8_t* host_arena = nullptr;
+  size_t host_arena_bytes = 0;
 };
 
 class step_executor {

@@ -121,8 +121,8 @@ TEST_CASE("actor protocol: block_pool answers in-order pool steps and refuses a 
 TEST_CASE("actor protocol: scheduler, pool, connector and runner serve, reuse and evict in order") {
   fixture f;
   auto seen = std::make_shared<std::vector<step_plan>>();
-  auto store = spawn_store(*f.sys);
-  auto connector = spawn_connector(*f.sys, "none", store);
+  auto store = spawn_store(*f.sys, nullptr, 0);
+  auto connector = spawn_connector(*f.sys, "none", std::nullopt, store, 1);
   auto pool = spawn_block_pool(*f.sys, 64, 16);
   auto runner = f.sys->spawn(fake_runner, seen);
   scheduler_options opt;

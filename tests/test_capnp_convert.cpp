@@ -77,11 +77,14 @@ T filled() {
 
 TEMPLATE_TEST_CASE("every inspected field survives a round trip", "[capnp]", command_header,
                    completion_request, completion_chunk, completion_result, completion_failed,
-                   evict_request, evict_result, scheduled_request, step_plan, sampled_token,
-                   step_done, state_image_copy, block_commit, checkpoint_position,
-                   reserved_image, block_grow, image_unpin, pool_step, grow_result, pool_step_done,
-                   connector_lookup, connector_lookup_done, object_key, store_contains,
-                   store_contains_done, store_stats) {
+                   evict_request, evict_result, media_span, scheduled_request, step_plan,
+                   sampled_token, step_done, state_image_copy, unit_transfer, block_commit,
+                   checkpoint_position, reserved_image, block_grow, image_unpin, pool_step,
+                   grow_result, pool_step_done, connector_lookup, connector_lookup_done, kv_object,
+                   transfer_order, transfer_result, connector_step, transfer_grant,
+                   connector_step_done, object_key, store_contains, store_contains_done,
+                   store_stats, object_ref, store_grant, store_step, store_step_done,
+                   store_corrupt) {
   const TestType x = filled<TestType>();
   REQUIRE(x != TestType{}); // the filler changed something
   const TestType y = round_trip(x);
@@ -100,7 +103,9 @@ TEST_CASE("request messages round-trip with hand-picked values", "[capnp]") {
   req.seed = UINT64_MAX;
   req.stream = true;
   req.cache_salt = "tenant-\xE6\x97\xA5\xE6\x9C\xAC-\xF0\x9F\x94\x91";
+  req.media = {{0, 2, UINT64_MAX}, {2, 3, big}};
   CHECK(round_trip(req) == req);
+  CHECK(round_trip(req).media[1].hash == big);
 
   completion_chunk chunk{big + 2, 7, -1};
   CHECK(round_trip(chunk) == chunk);
@@ -190,15 +195,72 @@ TEST_CASE("pool, connector and store messages round-trip", "[capnp]") {
 
   connector_lookup cl{big, {big, 2, 3}, 513};
   CHECK(round_trip(cl) == cl);
-  connector_lookup_done cld{big, 256, -64, "offload \xC3\xBC"};
+  connector_lookup_done cld{big, 256, -64, "offload \xC3\xBC", {{0, 4, big}}, {128}};
   CHECK(round_trip(cld) == cld);
 
   store_contains sc{{{big, 1, 0}, {2, big, 1}, {UINT64_MAX, 0, 255}}};
   CHECK(round_trip(sc) == sc);
-  store_contains_done scd{-4};
+  store_contains_done scd{-4, {1, 0, 1}};
   CHECK(round_trip(scd) == scd);
   store_stats st{-1, int64_t{1} << 40, INT64_MAX};
   CHECK(round_trip(st) == st);
+}
+
+TEST_CASE("transfer messages keep their flags apart", "[capnp]") {
+  // The filler sets every bool to true, so a converter that swaps two bools passes it: here each
+  // flag of a struct differs from its sibling.
+  transfer_result saved{big, {1, big, 1}, true, false};
+  transfer_result loaded{2, {big, 3, 0}, false, true};
+  CHECK(round_trip(saved) == saved);
+  CHECK(round_trip(loaded) == loaded);
+  CHECK(round_trip(saved).is_save);
+  CHECK(!round_trip(saved).ok);
+
+  connector_step cs;
+  cs.header = {5, 6};
+  cs.finished = {saved, loaded};
+  cs.loads = {{big, {{7, big, 0}, 0, 256, 4, uint64_t{1} << 33}}};
+  cs.saves = {{3, {{7, UINT64_MAX, 1}, 256, 256, 2, 64}}};
+  CHECK(round_trip(cs) == cs);
+
+  connector_step_done csd;
+  csd.header = {5, 6};
+  csd.loads = {{big, {7, big, 0}, true, "ok", big, 4096}};
+  csd.saves = {{3, {7, 1, 1}, false, "full â no space", 0, 0}};
+  csd.stats = {1, 2, 3, 4, 5, 6, 7, 8, 9, -10};
+  CHECK(round_trip(csd) == csd);
+  CHECK(round_trip(csd).stats.rejected_total == -10);
+
+  store_step ss;
+  ss.header = {1, 2};
+  ss.commits = {{7, big, 0}};
+  ss.aborts = {{7, 2, 1}};
+  ss.unpins = {};
+  ss.pins = {{{7, 3, 0}, 0, 64, 1, 8192}};
+  ss.reserves = {{{7, 4, 1}, 0, 128, 3, big}};
+  CHECK(round_trip(ss) == ss);
+
+  store_step_done ssd;
+  ssd.header = {1, 2};
+  ssd.pins = {{{7, 3, 0}, true, "ok", 0, 8192}};
+  ssd.reserves = {{{7, 4, 1}, false, "no_space", big, 0}};
+  ssd.stats.checksum_failures_total = 3;
+  CHECK(round_trip(ssd) == ssd);
+
+  store_contains_done scd{2, {1, 1, 0, 1}};
+  CHECK(round_trip(scd).present == std::vector<uint8_t>{1, 1, 0, 1});
+
+  connector_lookup_done cld{big, 320, 0, "offload", {{0, 4, big}, {4, 1, 9}}, {64, 256}};
+  CHECK(round_trip(cld) == cld);
+
+  step_plan plan;
+  plan.loads = {{big, 0, 4096, 8192, {3, -1, 4}}};
+  plan.saves = {{1, 1, 0, 64, {}}};
+  CHECK(round_trip(plan) == plan);
+  CHECK(round_trip(plan).loads[0].units == std::vector<int32_t>{3, -1, 4});
+
+  store_corrupt corrupt{1};
+  CHECK(round_trip(corrupt) == corrupt);
 }
 
 TEST_CASE("equality sees every field", "[capnp]") {

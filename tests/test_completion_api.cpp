@@ -230,3 +230,68 @@ TEST_CASE("errors render as OpenAI error objects") {
   CHECK(e.status == 500);
   CHECK(e.type == "server_error");
 }
+
+TEST_CASE("media spans are parsed, hashes as hex or integer, and come back sorted by offset") {
+  // A 10-token prompt; spans may be given in any order.
+  const std::string prompt = R"("prompt":[1,2,3,4,5,6,7,8,9,10])";
+  auto r = ok("{" + prompt + R"(,"media":[{"offset":6,"length":4,"hash":18446744073709551615},
+                                          {"offset":0,"length":2,"hash":"00FFaa"},
+                                          {"offset":2,"length":1,"hash":"0"}]})");
+  REQUIRE(r.media.size() == 3);
+  CHECK(r.media[0].offset == 0);
+  CHECK(r.media[0].length == 2);
+  CHECK(r.media[0].hash == 0xffaa);
+  CHECK(r.media[1].offset == 2);
+  CHECK(r.media[1].hash == 0);
+  CHECK(r.media[2].offset == 6);
+  CHECK(r.media[2].length == 4); // ends exactly at the prompt's end
+  CHECK(r.media[2].hash == 18446744073709551615ull);
+  CHECK(ok("{" + prompt + R"(,"media":[{"offset":0,"length":1,"hash":"ffffffffffffffff"}]})")
+            .media[0].hash == UINT64_MAX);
+  CHECK(ok("{" + prompt + R"(,"media":[{"offset":0,"length":1,"hash":42}]})").media[0].hash == 42);
+  CHECK(ok("{" + prompt + R"(,"media":[]})").media.empty());
+  CHECK(ok("{" + prompt + R"(,"media":null})").media.empty());
+  CHECK(ok("{" + prompt + "}").media.empty());
+  // Offsets count tokens of the tokenized text prompt (BOS first).
+  CHECK(ok(R"({"prompt":"abc","media":[{"offset":1,"length":3,"hash":"a"}]})").media[0].length == 3);
+}
+
+TEST_CASE("malformed media spans are rejected naming the field") {
+  const std::string prompt = R"({"prompt":[1,2,3,4,5,6,7,8,9,10],"media":)";
+  struct bad_case {
+    std::string media;
+    std::string expect;
+  };
+  std::vector<bad_case> cases = {
+      {R"({"offset":0,"length":1,"hash":"a"})", "media must be an array"},
+      {R"("x")", "media must be an array"},
+      {R"([5])", "media[0] must be an object"},
+      {R"([{"length":1,"hash":"a"}])", "media[0].offset is required"},
+      {R"([{"offset":-1,"length":1,"hash":"a"}])", "media[0].offset must be an integer between 0 and 9, got -1"},
+      {R"([{"offset":1.5,"length":1,"hash":"a"}])", "media[0].offset must be an integer"},
+      {R"([{"offset":"1","length":1,"hash":"a"}])", "media[0].offset must be an integer"},
+      {R"([{"offset":10,"length":1,"hash":"a"}])", "media[0].offset must be an integer between 0 and 9"},
+      {R"([{"offset":99999999999999999999,"length":1,"hash":"a"}])", "media[0].offset"},
+      {R"([{"offset":0,"hash":"a"}])", "media[0].length is required"},
+      {R"([{"offset":0,"length":0,"hash":"a"}])", "media[0].length must be an integer between 1 and 10, got 0"},
+      {R"([{"offset":0,"length":-2,"hash":"a"}])", "media[0].length must be"},
+      {R"([{"offset":0,"length":1,"hash":"a"},{"offset":8,"length":3,"hash":"b"}])",
+       "media[1] covers prompt positions [8, 11) but the prompt has 10 tokens"},
+      {R"([{"offset":0,"length":1}])", "media[0].hash is required"},
+      {R"([{"offset":0,"length":1,"hash":""}])", "media[0].hash must be a string of 1 to 16 hex digits"},
+      {R"([{"offset":0,"length":1,"hash":"12345678901234567"}])", "media[0].hash must be"},
+      {R"([{"offset":0,"length":1,"hash":"xyz"}])", "media[0].hash must be"},
+      {R"([{"offset":0,"length":1,"hash":"0x12"}])", "media[0].hash must be"},
+      {R"([{"offset":0,"length":1,"hash":-1}])", "media[0].hash must be"},
+      {R"([{"offset":0,"length":1,"hash":1.5}])", "media[0].hash must be"},
+      {R"([{"offset":0,"length":1,"hash":[1]}])", "media[0].hash must be"},
+      {R"([{"offset":4,"length":3,"hash":"a"},{"offset":2,"length":3,"hash":"b"}])",
+       "media[1] [2, 5) overlaps media[0] [4, 7)"},
+      {R"([{"offset":0,"length":2,"hash":"a"},{"offset":1,"length":1,"hash":"a"}])", "overlaps"},
+  };
+  for (const auto& c : cases) {
+    auto e = err(prompt + c.media + "}");
+    INFO(c.media << " -> " << e.message);
+    CHECK(contains(e.message, c.expect));
+  }
+}

@@ -82,7 +82,7 @@ TEST_CASE("an empty file gives the defaults, and describe() is canonical", "[con
         "device.kind=cpu device.chaos_seed=0 cache.block_size=64 cache.chunk_size=256 "
         "cache.num_blocks=512 cache.checkpoint_interval=256 scheduler.max_batch_tokens=512 "
         "scheduler.max_num_seqs=16 kv_transfer.connector=none kv_transfer.kv_role=kv_both "
-        "server.host=127.0.0.1 server.port=8000 log.level=info");
+        "store.capacity_mb=256 server.host=127.0.0.1 server.port=8000 log.level=info");
 }
 
 TEST_CASE("describe() output fed back as overrides gives the same config", "[config]") {
@@ -95,7 +95,7 @@ TEST_CASE("describe() output fed back as overrides gives the same config", "[con
       end = d.size();
     items.push_back(d.substr(start, end - start));
   }
-  CHECK(items.size() == 17);
+  CHECK(items.size() == 18);
   CHECK(describe(parse_config("", items)) == d);
 }
 
@@ -117,6 +117,11 @@ TEST_CASE("the shipped configs load and say what they promise", "[config]") {
   const node_config gdn = load_config_file("configs/gdn_hybrid.toml");
   CHECK(gdn.preset == model_preset::gdn_hybrid);
   CHECK(gdn.block_size == 16);
+
+  const node_config off = load_config_file("configs/offload.toml");
+  CHECK(off.connector == "offload");
+  CHECK(off.kv_role == "kv_both");
+  CHECK(off.store_capacity_mb == 256);
 }
 
 TEST_CASE("each invalid value gets one message with key, value and what is allowed", "[config]") {
@@ -168,14 +173,21 @@ TEST_CASE("each invalid value gets one message with key, value and what is allow
              Equals("log.level = \"verbose\": must be one of trace, debug, info, warn, error"));
 }
 
-TEST_CASE("connector offload is recognised but refused for now", "[config]") {
+TEST_CASE("connector offload with a store capacity and every kv_role", "[config]") {
   using Catch::Matchers::Equals;
-  CHECK_THAT(error_of("[kv_transfer]\nconnector = \"offload\""),
-             Equals("kv_transfer.connector = \"offload\" is not available yet; allowed: none"));
+  auto cfg = parse_config("[kv_transfer]\nconnector = \"offload\"\nkv_role = \"kv_consumer\"\n[store]\ncapacity_mb = 8");
+  CHECK(cfg.connector == "offload");
+  CHECK(cfg.kv_role == "kv_consumer");
+  CHECK(cfg.store_capacity_mb == 8);
+  CHECK(parse_config("", {"kv_transfer.kv_role=kv_producer"}).kv_role == "kv_producer");
   CHECK_THAT(error_of("[kv_transfer]\nconnector = \"lmcache\""),
-             Equals("kv_transfer.connector = \"lmcache\": must be one of none"));
-  CHECK_THAT(error_of("[kv_transfer]\nkv_role = \"kv_producer\""),
-             Equals("kv_transfer.kv_role = \"kv_producer\" is not available yet; allowed: kv_both"));
+             Equals("kv_transfer.connector = \"lmcache\": must be one of none, offload"));
+  CHECK_THAT(error_of("[kv_transfer]\nkv_role = \"kv_both_ways\""),
+             Equals("kv_transfer.kv_role = \"kv_both_ways\": must be one of kv_both, kv_producer, kv_consumer"));
+  CHECK_THAT(error_of("[kv_transfer]\nconnector = \"offload\"\n[store]\ncapacity_mb = 0"),
+             Equals("store.capacity_mb = 0: must be at least 1 with kv_transfer.connector = \"offload\""));
+  CHECK_THAT(error_of("[store]\ncapacity_mb = -5"),
+             Equals("store.capacity_mb = -5: must be a size in MiB between 0 and 2^30"));
 }
 
 TEST_CASE("unknown keys and sections are errors naming what is allowed", "[config]") {
@@ -185,10 +197,10 @@ TEST_CASE("unknown keys and sections are errors naming what is allowed", "[confi
                     "chunk_size, num_blocks, checkpoint_interval"));
   CHECK_THAT(error_of("[caches]\nblock_size = 16"),
              Equals("unknown section [caches]; allowed sections: model, device, cache, "
-                    "scheduler, kv_transfer, server, log"));
+                    "scheduler, kv_transfer, store, server, log"));
   CHECK_THAT(error_of("port = 1"),
              Equals("unknown key port = 1 at top level; keys belong in a section: model, device, "
-                    "cache, scheduler, kv_transfer, server, log"));
+                    "cache, scheduler, kv_transfer, store, server, log"));
   CHECK_THAT(error_of("[model.extra]\nx = 1"),
              Equals("unknown key model.extra = { x = 1 }; allowed keys in [model]: preset, size, "
                     "seed, kv_dtype"));
@@ -241,9 +253,11 @@ TEST_CASE("kv_transfer.config accepts vLLM-shaped JSON", "[config]") {
   // Through --set, unquoted, as it would be typed in a shell.
   CHECK(parse_config("", {R"(kv_transfer.config={"kv_connector":"none"})"}).connector == "none");
 
-  CHECK_THAT(error_of(R"([kv_transfer]
-config = '{"kv_connector":"offload","kv_role":"kv_both"}')"),
-             Equals("kv_transfer.connector = \"offload\" is not available yet; allowed: none"));
+  // vLLM's shape, as a user of an offload connector writes it.
+  auto offload = parse_config(R"([kv_transfer]
+config = '{"kv_connector":"offload","kv_role":"kv_both"}')");
+  CHECK(offload.connector == "offload");
+  CHECK(offload.kv_role == "kv_both");
   CHECK_THAT(error_of(R"([kv_transfer]
 config = '{"kv_connector":"none","kv_rank":0}')"),
              Equals(R"(kv_transfer.config = '{"kv_connector":"none","kv_rank":0}': unknown key "kv_rank"; allowed keys: kv_connector, kv_role)"));

@@ -26,7 +26,8 @@ struct arena {
   uint8_t* block(size_t f, int32_t u) { return regions[f] + static_cast<size_t>(u) * block_bytes[f]; }
 };
 
-unit_copy_args args_of(arena& a, const std::vector<int32_t>& ids, uint8_t* host, unit_copy_direction dir) {
+unit_copy_args args_of(arena& a, const std::vector<int32_t>& ids, uint8_t* host, unit_copy_direction dir,
+                       bool segment_major = false) {
   unit_copy_args args;
   args.regions = a.regions.data();
   args.block_bytes = a.block_bytes.data();
@@ -36,6 +37,7 @@ unit_copy_args args_of(arena& a, const std::vector<int32_t>& ids, uint8_t* host,
   args.num_units = static_cast<int32_t>(ids.size());
   args.max_block_bytes = *std::max_element(a.block_bytes.begin(), a.block_bytes.end());
   args.direction = dir;
+  args.segment_major = segment_major;
   return args;
 }
 
@@ -54,6 +56,48 @@ TEST_CASE("unit copy: the host buffer is unit-major, then field order, whole fie
   CHECK(host == expected);
 }
 
+TEST_CASE("unit copy: segment-major puts each field's blocks together, in unit id order") {
+  arena a({24, 40, 8}, 4);
+  for (size_t f = 0; f < 3; ++f)
+    for (int32_t u = 0; u < 4; ++u) std::memset(a.block(f, u), static_cast<int>(16 * u + f + 1), a.block_bytes[f]);
+  const std::vector<int32_t> ids = {2, 0, 3};
+  std::vector<uint8_t> host(a.unit_bytes() * ids.size(), 0xee);
+  cpu::unit_copy(args_of(a, ids, host.data(), unit_copy_direction::gather, /*segment_major=*/true));
+  std::vector<uint8_t> expected;
+  for (size_t f = 0; f < 3; ++f)
+    for (int32_t u : ids) expected.insert(expected.end(), a.block_bytes[f], static_cast<uint8_t>(16 * u + f + 1));
+  CHECK(host == expected);
+}
+
+TEST_CASE("unit copy: a negative unit id is skipped, in either layout and direction") {
+  for (bool segment_major : {false, true}) {
+    INFO("segment_major " << segment_major);
+    arena a({24, 40, 8}, 4);
+    for (size_t f = 0; f < 3; ++f)
+      for (int32_t u = 0; u < 4; ++u) std::memset(a.block(f, u), static_cast<int>(16 * u + f + 1), a.block_bytes[f]);
+    const std::vector<int32_t> ids = {-1, 3, -2};
+    std::vector<uint8_t> host(a.unit_bytes() * ids.size(), 0xee);
+    cpu::unit_copy(args_of(a, ids, host.data(), unit_copy_direction::gather, segment_major));
+    // Only entry 1 (unit 3) was written, at the same place as without the skipped entries.
+    std::vector<uint8_t> expected(host.size(), 0xee);
+    uint64_t before = 0;
+    for (size_t f = 0; f < 3; ++f) {
+      const uint64_t at = segment_major ? ids.size() * before + a.block_bytes[f] : a.unit_bytes() + before;
+      std::memset(expected.data() + at, static_cast<int>(16 * 3 + f + 1), a.block_bytes[f]);
+      before += a.block_bytes[f];
+    }
+    CHECK(host == expected);
+    // Scatter of a 0x55 buffer: unit 3 becomes 0x55, every other block stays as it was.
+    std::fill(host.begin(), host.end(), 0x55);
+    cpu::unit_copy(args_of(a, ids, host.data(), unit_copy_direction::scatter, segment_major));
+    for (size_t f = 0; f < 3; ++f)
+      for (int32_t u = 0; u < 4; ++u) {
+        const std::vector<uint8_t> want(a.block_bytes[f], static_cast<uint8_t>(u == 3 ? 0x55 : 16 * u + f + 1));
+        CHECK(std::memcmp(a.block(f, u), want.data(), want.size()) == 0);
+      }
+  }
+}
+
 TEST_CASE("unit copy: gather then scatter into a second arena round-trips byte for byte") {
   std::mt19937 gen(1234);
   for (int trial = 0; trial < 20; ++trial) {
@@ -69,9 +113,10 @@ TEST_CASE("unit copy: gather then scatter into a second arena round-trips byte f
     std::iota(all.begin(), all.end(), 0);
     std::shuffle(all.begin(), all.end(), gen);
     const std::vector<int32_t> ids(all.begin(), all.begin() + 1 + gen() % blocks);
+    const bool segment_major = trial % 2 == 1;
     std::vector<uint8_t> host(src.unit_bytes() * ids.size(), 0);
-    cpu::unit_copy(args_of(src, ids, host.data(), unit_copy_direction::gather));
-    cpu::unit_copy(args_of(dst, ids, host.data(), unit_copy_direction::scatter));
+    cpu::unit_copy(args_of(src, ids, host.data(), unit_copy_direction::gather, segment_major));
+    cpu::unit_copy(args_of(dst, ids, host.data(), unit_copy_direction::scatter, segment_major));
     std::vector<bool> picked(blocks, false);
     for (int32_t u : ids) picked[static_cast<size_t>(u)] = true;
     for (size_t f = 0; f < bb.size(); ++f)

@@ -1,10 +1,11 @@
 // Page-unit gather / scatter between the arena and mapped pinned host memory (DESIGN §2.2):
 // one launch moves every field block of every unit, the kernel's loads or stores crossing the
-// link directly, so small field blocks cost no per-copy overhead. Byte-exact, like cpu::unit_copy.
+// link directly, so small field blocks cost no per-copy overhead. Byte-exact, like cpu::unit_copy,
+// in both host layouts (unit-major, segment-major) and skipping negative unit ids.
 #include <stdexcept>
 
 #include "kernels/hip/launch.hpp"
-#include "kernels/hip/paging.hpp"
+#include "kernels/hip/paging.hpp" // ORDO_HIP_LAUNCHED
 
 namespace ordo::hip {
 namespace {
@@ -13,24 +14,30 @@ constexpr int threads = 256;
 constexpr int vecs_per_thread = 4;                                  // 16-byte vectors in flight
 constexpr uint64_t chunk_bytes = uint64_t{threads} * vecs_per_thread * 16; // 16 KiB per CTA
 
-// Grid: x = (unit index, field) pair, y = 16 KiB chunk of the field block.
+// Grid: x = (unit index i, field f) pair, y = 16 KiB chunk of the field block. Pairs are numbered
+// in host order (unit-major: i then f; segment-major: f then i), so neighbouring CTAs touch
+// neighbouring host bytes. A skipped (negative) id's CTAs return before touching memory.
 __global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host) {
   const int32_t pair = blockIdx.x;
-  const int32_t i = pair / a.num_fields, f = pair % a.num_fields;
+  const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
+  const int32_t f = a.segment_major ? pair / a.num_units : pair % a.num_fields;
   const uint64_t bb = a.block_bytes[f];
   const uint64_t begin = uint64_t{blockIdx.y} * chunk_bytes;
   if (begin >= bb) return;
+  const int32_t u = a.unit_ids[i];
+  if (u < 0) return; // skipped entry
   const uint64_t end = begin + chunk_bytes < bb ? begin + chunk_bytes : bb;
-  uint64_t unit_bytes = 0, offset = 0;
+  uint64_t unit_bytes = 0, before = 0; // before: sum of block_bytes of the fields before f
   for (int32_t g = 0; g < a.num_fields; ++g) {
     const uint64_t b = a.block_bytes[g];
-    if (g < f) offset += b;
+    if (g < f) before += b;
     unit_bytes += b;
   }
-  const int32_t u = a.unit_ids[i];
-  if (u < 0) kernel_fail("unit_copy: negative unit id", u);
   uint8_t* arena = a.regions[f] + static_cast<uint64_t>(u) * bb;
-  uint8_t* hbuf = host + static_cast<uint64_t>(i) * unit_bytes + offset;
+  const uint64_t host_offset = a.segment_major
+                                   ? static_cast<uint64_t>(a.num_units) * before + static_cast<uint64_t>(i) * bb
+                                   : static_cast<uint64_t>(i) * unit_bytes + before;
+  uint8_t* hbuf = host + host_offset;
   const bool gather = a.direction == unit_copy_direction::gather;
   const uint8_t* src = gather ? arena : hbuf;
   uint8_t* dst = gather ? hbuf : arena;
