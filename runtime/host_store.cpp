@@ -172,7 +172,7 @@ pin_status host_store::pin(const object_key& key, uint64_t expected_fingerprint,
     return pin_status::bad_header;
   }
   // A nested pin shares the first pin's checksum: a pinned object is never evicted or rewritten.
-  if (false) {
+  if (o.pins == 0 && XXH64(arena_ + o.data_offset, kept.data_bytes, 0) != kept.checksum) {
     ++stats_.checksum_failures_total;
     drop(key);
     ++num_dropped_;

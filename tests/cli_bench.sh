@@ -37,6 +37,18 @@ check "copy reports both directions against the peak" \
   grep -qE '"units_d2h_of_peak":[0-9.e+-]+.*"units_h2d_of_peak":[0-9.e+-]+' <(json "$tmp/copy")
 check "copy makes one copy per field block" grep -q '"unit_copies":2048' <(json "$tmp/copy")
 
+"$ordo" bench offload --config configs/default.toml --chunks 4 --repeats 2 >"$tmp/offload" 2>"$tmp/err"
+check "offload exits 0" test $? -eq 0
+check "offload prints one BENCH_JSON line" test "$(grep -c '^BENCH_JSON {' "$tmp/offload")" -eq 1
+check "offload's JSON names the bench" grep -q '"bench":"offload"' <(json "$tmp/offload")
+check "offload reports both paths against the plain copy" \
+  grep -qE '"load_ratio":[0-9.e+-]+.*"save_ratio":[0-9.e+-]+' <(json "$tmp/offload")
+check "offload saves 4 chunks of 4 blocks" grep -q '"blocks_per_chunk":4,.*"chunks":4,' <(json "$tmp/offload")
+
+"$ordo" bench offload --config configs/default.toml --chunks 1000 >"$tmp/out" 2>"$tmp/err"
+check "offload of more chunks than the arena holds exits 2" test $? -eq 2
+check "the offload error names cache.num_blocks" grep -q "cache.num_blocks" "$tmp/err"
+
 "$ordo" bench copy --config configs/default.toml --set cache.block_size=48 >"$tmp/out" 2>"$tmp/err"
 check "invalid config exits 2" test $? -eq 2
 

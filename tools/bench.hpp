@@ -34,4 +34,18 @@ struct bench_copy_options {
 // (one copy_async per field block). Returns the process exit code.
 int run_bench_copy(const bench_copy_options& options);
 
+struct bench_offload_options {
+  std::string config_path = "configs/default.toml";
+  std::vector<std::string> overrides;
+  int32_t chunks = 32;  // chunk objects saved and loaded each way
+  int32_t repeats = 5;  // best of
+};
+
+// The host tier's offload path for the configured preset's KV pages: per chunk object
+// (cache.chunk_size / cache.block_size blocks, at random distinct units of the arena) a store
+// reserve, one segment-major gather kernel on the save stream and a checksummed commit; back,
+// a verifying pin, one scatter kernel on the load stream and an unpin. Against one plain pinned
+// copy of the same bytes each way, and xxh64 alone. Returns the process exit code.
+int run_bench_offload(const bench_offload_options& options);
+
 } // namespace ordo

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--config", demo_config, "node config (TOML)");
   demo_cmd->add_option("--set", demo_sets, "override a config key (repeatable)");
 
-  auto* bench_cmd = app.add_subcommand("bench", "time the forward or the copy paths (table + BENCH_JSON line)");
+  auto* bench_cmd = app.add_subcommand("bench", "time the forward, the copy paths or the offload path (table + BENCH_JSON line)");
   bench_cmd->require_subcommand(1);
   ordo::bench_forward_options fwd;
   auto* fwd_cmd = bench_cmd->add_subcommand("forward", "prefill and decode throughput through the step executor");
@@ -93,12 +93,20 @@ int main(int argc, char** argv) {
   copy_cmd->add_option("--peak-mib", cpy.peak_mib, "size of the one large copy in MiB");
   copy_cmd->add_option("--units", cpy.units, "page units copied each way (0 = cache.num_blocks)");
   copy_cmd->add_option("--repeats", cpy.repeats, "best of this many runs");
+  ordo::bench_offload_options off;
+  auto* offload_cmd = bench_cmd->add_subcommand("offload", "host-tier save / load of KV chunk objects vs. plain pinned copies");
+  offload_cmd->add_option("--config", off.config_path, "node config (TOML)")->required();
+  offload_cmd->add_option("--set", off.overrides, "override a config key (repeatable)");
+  offload_cmd->add_option("--chunks", off.chunks, "chunk objects saved and loaded each way");
+  offload_cmd->add_option("--repeats", off.repeats, "best of this many runs");
 
   CLI11_PARSE(app, argc, argv);
   if (*fwd_cmd)
     return ordo::run_bench_forward(fwd);
   if (*copy_cmd)
     return ordo::run_bench_copy(cpy);
+  if (*offload_cmd)
+    return ordo::run_bench_offload(off);
   if (*node_cmd)
     return run_node(config_path, sets, port);
   if (*demo_cmd)
