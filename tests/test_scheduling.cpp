@@ -1,7 +1,15 @@
 #include <catch.hpp>
 
+#include <algorithm>
+#include <deque>
+#include <functional>
 #include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
 
+#include "messages/compare.hpp"
 #include "runtime/block_accounting.hpp"
 #include "runtime/scheduling.hpp"
 
@@ -269,4 +277,718 @@ TEST_CASE("scheduling: a hybrid prefill is cut at every checkpoint, copied after
   CHECK(h.plans[0].restores[0].position == 144);
   CHECK_FALSE(h.plans[0].requests[0].reset_state);
   CHECK(h.sched.stats().checkpoints_restored == 1);
+}
+
+// --- Host tier (kv_transfer.connector = "offload"): SPEC C1-C5 --------------------------------
+
+namespace {
+
+constexpr uint8_t kv_kind = static_cast<uint8_t>(object_kind::kv_chunk);
+constexpr uint8_t state_kind = static_cast<uint8_t>(object_kind::state_image);
+
+// One loop turn as the scheduler actor runs it: pool step, then (when the core asks for one)
+// a connector step, then the plan, if any, completed by a step_done.
+struct turn_record {
+  pool_step pool;
+  pool_step_done pool_done;
+  std::optional<connector_step> connector;
+  std::optional<connector_step_done> connector_done;
+  std::optional<step_plan> plan;
+};
+
+// Drives the core with offload on against the real block accounting, a scripted host tier
+// (lookup answers given per request by add_held, grants from a hook) and the fake device above.
+struct offload_harness {
+  scheduling sched;
+  block_accounting pool;
+  std::map<uint64_t, connector_lookup> lookups;
+  // Grant for one order; default: granted, data at a fresh offset.
+  std::function<transfer_grant(const transfer_order&, bool is_save)> grant;
+  std::deque<turn_record> turns; // a deque: references to earlier turns stay valid
+  std::vector<completion_result> results;
+  uint64_t next_offset = 0;
+  double now = 0;
+
+  explicit offload_harness(scheduler_options o) : sched(o), pool(o.num_blocks, o.block_size) {
+    grant = [this](const transfer_order& o, bool) {
+      transfer_grant g{o.request_id, o.object.key, true, "ok", next_offset, o.object.data_bytes};
+      next_offset += o.object.data_bytes;
+      return g;
+    };
+  }
+
+  void drain_outbox() {
+    auto out = sched.take_outbox();
+    for (auto& l : out.lookups) {
+      lookups[l.request_id] = l;
+      connector_lookup_done none; // the host tier holds nothing of it
+      none.request_id = l.request_id;
+      sched.on_lookup_done(none);
+    }
+    results.insert(results.end(), out.results.begin(), out.results.end());
+    REQUIRE(out.failures.empty());
+  }
+
+  void complete(const step_plan& plan) {
+    step_done done;
+    done.header = plan.header;
+    for (auto& r : plan.requests)
+      if (r.sample) {
+        int32_t pos = r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1;
+        done.samples.push_back({r.request_id, pos, (pos * 7 + 3) % 200, static_cast<uint64_t>(pos)});
+      }
+    sched.on_step_done(done, now += 1);
+  }
+
+  // One loop turn; false when there is nothing to do.
+  bool turn() {
+    drain_outbox();
+    auto ps = sched.next_pool_step();
+    if (!ps)
+      return false;
+    turn_record t;
+    t.pool = *ps;
+    t.pool_done = pool.apply(*ps);
+    REQUIRE(pool.check_invariants().empty());
+    t.plan = sched.on_pool_step_done(t.pool_done);
+    if (t.plan) {
+      CHECK_FALSE(sched.take_connector_step()); // a turn with a plan already has no connector step
+    } else {
+      t.connector = sched.take_connector_step();
+      if (t.connector) {
+        connector_step_done cd;
+        cd.header = t.connector->header;
+        for (auto& l : t.connector->loads)
+          cd.loads.push_back(grant(l, false));
+        for (auto& s : t.connector->saves)
+          cd.saves.push_back(grant(s, true));
+        t.connector_done = cd;
+        t.plan = sched.on_connector_step_done(cd);
+      }
+    }
+    if (t.plan)
+      complete(*t.plan);
+    turns.push_back(std::move(t));
+    drain_outbox();
+    return true;
+  }
+
+  // Turns until nothing is left (bounded: a request that can never finish fails the test).
+  void run(int max_turns = 200) {
+    for (int i = 0; i < max_turns && turn(); ++i) {
+    }
+    REQUIRE_FALSE(sched.has_work());
+  }
+
+  static completion_request request_of(uint64_t id, int32_t prompt_len, int32_t max_tokens, int32_t first_token) {
+    completion_request r;
+    r.request_id = id;
+    for (int32_t i = 0; i < prompt_len; ++i)
+      r.prompt.push_back((first_token + i) % 250);
+    r.max_tokens = max_tokens;
+    return r;
+  }
+
+  // Adds a request the host tier holds nothing of.
+  void add(uint64_t id, int32_t prompt_len, int32_t max_tokens, int32_t first_token = 1) {
+    sched.add(request_of(id, prompt_len, max_tokens, first_token), now);
+    drain_outbox();
+  }
+
+  // Adds a request whose lookup is answered with `answer(lookup)`.
+  void add_held(uint64_t id, int32_t prompt_len, int32_t max_tokens,
+                const std::function<connector_lookup_done(const connector_lookup&)>& answer, int32_t first_token = 1) {
+    sched.add(request_of(id, prompt_len, max_tokens, first_token), now);
+    auto out = sched.take_outbox();
+    REQUIRE(out.lookups.size() == 1);
+    lookups[id] = out.lookups[0];
+    sched.on_lookup_done(answer(out.lookups[0]));
+  }
+
+  const completion_result& result(uint64_t id) const {
+    for (auto& r : results)
+      if (r.request_id == id)
+        return r;
+    FAIL("no result for request " << id);
+    return results.front();
+  }
+
+  // Hash of the block that ends at `position` in request `id`'s prompt.
+  uint64_t hash_at(uint64_t id, int32_t position, int32_t block) const {
+    return lookups.at(id).hashes.at(static_cast<size_t>(position / block - 1));
+  }
+};
+
+// A lookup answer: whole chunks [0, num_chunks) and state images at `states`.
+std::function<connector_lookup_done(const connector_lookup&)> host_has(int32_t block, int32_t chunk,
+                                                                       int32_t num_chunks, std::vector<int32_t> states,
+                                                                       int32_t cpu_tokens) {
+  return [=](const connector_lookup& l) {
+    connector_lookup_done d{l.request_id, cpu_tokens, 0, "offload", {}, states};
+    int32_t per = chunk / block;
+    for (int32_t c = 0; c < num_chunks; ++c)
+      d.cpu_chunks.push_back({c * per, per, l.hashes.at(static_cast<size_t>((c + 1) * per - 1))});
+    return d;
+  };
+}
+
+// SPEC C3 geometry: gdn-style hybrid, block 64, chunk 256, rungs every 256 tokens.
+scheduler_options hybrid_offload_options() {
+  scheduler_options o;
+  o.block_size = 64;
+  o.num_blocks = 128;
+  o.max_batch_tokens = 512;
+  o.max_num_seqs = 4;
+  o.max_state_slots = 4;
+  o.has_recurrent_state = true;
+  o.checkpoint_interval = 256;
+  o.units_per_image = 2;
+  o.offload = true;
+  o.chunk_size = 256;
+  o.unit_bytes = 1000;
+  o.namespace_id = 5;
+  return o;
+}
+
+scheduler_options dense_offload_options() {
+  scheduler_options o;
+  o.block_size = 16;
+  o.num_blocks = 256;
+  o.max_batch_tokens = 512;
+  o.max_num_seqs = 4;
+  o.offload = true;
+  o.chunk_size = 256;
+  o.unit_bytes = 100;
+  o.namespace_id = 5;
+  return o;
+}
+
+int32_t end_of(const scheduled_request& r) { return r.first_position + static_cast<int32_t>(r.token_ids.size()); }
+
+const scheduled_request* find_request(const std::optional<step_plan>& plan, uint64_t id) {
+  if (!plan)
+    return nullptr;
+  for (auto& r : plan->requests)
+    if (r.request_id == id)
+      return &r;
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("scheduling offload: SPEC C2/C3, a 768-token hybrid prompt resumes at 704 from the host tier") {
+  offload_harness h(hybrid_offload_options());
+  h.add_held(1, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+
+  REQUIRE(h.turn());
+  const auto& t = h.turns[0];
+  REQUIRE(t.pool.grows.size() == 1);
+  std::vector<int32_t> checkpoints;
+  for (auto& c : t.pool.grows[0].checkpoints)
+    checkpoints.push_back(c.position);
+  CHECK(checkpoints == std::vector<int32_t>{256, 512, 704, 768}); // units for the image at 704
+  REQUIRE(t.pool_done.results.size() == 1);
+  const auto& grown = t.pool_done.results[0];
+  CHECK(grown.num_hit_blocks == 0);
+
+  // The loads: the three chunks through the one covering 704 (the hit is kept whole), then the
+  // state image at 704, each under the hash of the block that ends it.
+  REQUIRE(t.connector);
+  const auto& loads = t.connector->loads;
+  REQUIRE(loads.size() == 4);
+  for (int32_t i = 0; i < 3; ++i) {
+    const auto& o = loads[static_cast<size_t>(i)].object;
+    CHECK(o.key.kind == kv_kind);
+    CHECK(o.key.namespace_id == 5);
+    CHECK(o.key.hash == h.hash_at(1, 256 * (i + 1), 64));
+    CHECK(o.first_token == 256 * i);
+    CHECK(o.tokens == 256);
+    CHECK(o.num_blocks == 4);
+  }
+  CHECK(loads[3].object.key.kind == state_kind);
+  CHECK(loads[3].object.key.hash == h.hash_at(1, 704, 64));
+  CHECK(loads[3].object.tokens == 704);
+  CHECK(loads[3].object.num_blocks == 2);
+  CHECK(t.connector->saves.empty());
+
+  // The plan of that turn: the loads and the restore at 704, no forward of the request.
+  REQUIRE(t.plan);
+  CHECK(t.plan->requests.empty());
+  REQUIRE(t.plan->loads.size() == 4);
+  for (size_t i = 0; i < 3; ++i) {
+    std::vector<int32_t> blocks(grown.block_table.begin() + 4 * static_cast<long>(i),
+                                grown.block_table.begin() + 4 * static_cast<long>(i) + 4);
+    CHECK(t.plan->loads[i].kind == kv_kind);
+    CHECK(t.plan->loads[i].units == blocks);
+  }
+  std::vector<int32_t> image_units;
+  for (auto& r : grown.reserved)
+    if (r.position == 704)
+      image_units = r.units;
+  REQUIRE(image_units.size() == 2);
+  CHECK(t.plan->loads[3].kind == state_kind);
+  CHECK(t.plan->loads[3].units == image_units);
+  REQUIRE(t.plan->restores.size() == 1);
+  CHECK(t.plan->restores[0].position == 704);
+  CHECK(t.plan->restores[0].units == image_units);
+
+  // The next turn computes from 704 without resetting the restored state.
+  REQUIRE(h.turn());
+  auto* next = find_request(h.turns[1].plan, 1);
+  REQUIRE(next);
+  CHECK(next->first_position == 704);
+  CHECK(next->token_ids.size() == 64);
+  CHECK_FALSE(next->reset_state);
+  CHECK(next->sample);
+  CHECK(h.turns[1].plan->restores.empty());
+
+  h.run();
+  const auto& res = h.result(1);
+  CHECK(res.resume_at == 704);
+  CHECK(res.cached_tokens == 704);
+  CHECK(res.from_cpu == 768); // 768 tokens retrieved
+  CHECK(res.from_hbm == 0);
+  CHECK(res.reason.find("state image at 704") != std::string::npos);
+  CHECK(h.sched.stats().loads_total == 4);
+  CHECK(h.sched.stats().prompt_tokens_from_cpu == 768);
+
+  offload_harness cold(hybrid_offload_options());
+  cold.add(1, 768, 2);
+  cold.run();
+  CHECK(cold.result(1).resume_at == 0);
+  CHECK(res.token_ids == cold.result(1).token_ids);
+  CHECK(res.logits_digest == cold.result(1).logits_digest);
+}
+
+TEST_CASE("scheduling offload: a dense 768-token prompt resumes at floor_16(767) = 752 with no state load") {
+  offload_harness h(dense_offload_options());
+  h.add_held(1, 768, 2, host_has(16, 256, 3, {}, 768));
+  REQUIRE(h.turn());
+  const auto& t = h.turns[0];
+  REQUIRE(t.connector);
+  REQUIRE(t.connector->loads.size() == 3);
+  for (auto& l : t.connector->loads)
+    CHECK(l.object.key.kind == kv_kind);
+  REQUIRE(t.plan);
+  CHECK(t.plan->requests.empty());
+  CHECK(t.plan->loads.size() == 3);
+  CHECK(t.plan->restores.empty());
+  REQUIRE(h.turn());
+  auto* next = find_request(h.turns[1].plan, 1);
+  REQUIRE(next);
+  CHECK(next->first_position == 752);
+  CHECK(next->token_ids.size() == 16);
+  h.run();
+  CHECK(h.result(1).resume_at == 752);
+  CHECK(h.result(1).from_cpu == 768);
+  CHECK(h.result(1).reason.find("host tier holds KV up to token 768") != std::string::npos);
+}
+
+TEST_CASE("scheduling offload: SPEC C2, a full-prompt host hit is reduced by one token before any decision") {
+  SECTION("dense: 512 of 512 tokens resumes at floor_16(511) = 496") {
+    offload_harness h(dense_offload_options());
+    h.add_held(1, 512, 2, host_has(16, 256, 2, {}, 512));
+    h.run();
+    CHECK(h.result(1).resume_at == 496);
+    auto* first = find_request(h.turns.at(1).plan, 1);
+    REQUIRE(first);
+    CHECK(first->first_position == 496);
+    CHECK(first->sample);
+  }
+  SECTION("dense: a hit short of the prompt is kept: 512 of 520 tokens resumes at 512") {
+    offload_harness h(dense_offload_options());
+    h.add_held(1, 520, 2, host_has(16, 256, 2, {}, 512));
+    h.run();
+    CHECK(h.result(1).resume_at == 512);
+  }
+  SECTION("hybrid: a state image at 768 of a 768-token prompt is not a resume point; 512 is") {
+    offload_harness h(hybrid_offload_options());
+    h.add_held(1, 768, 2, host_has(64, 256, 3, {256, 512, 768}, 768));
+    REQUIRE(h.turn());
+    REQUIRE(h.turns[0].connector);
+    const auto& loads = h.turns[0].connector->loads;
+    REQUIRE(loads.size() == 3); // chunks [0, 256), [256, 512) and the image at 512
+    CHECK(loads[2].object.key.kind == state_kind);
+    CHECK(loads[2].object.tokens == 512);
+    h.run();
+    CHECK(h.result(1).resume_at == 512);
+  }
+}
+
+TEST_CASE("scheduling offload: blocks shared from an HBM hit are not loaded") {
+  offload_harness h(dense_offload_options());
+  h.add(1, 300, 1); // leaves blocks [0, 18) = tokens [0, 288) in the HBM index
+  h.run();
+  h.add_held(2, 768, 2, host_has(16, 256, 3, {}, 768));
+  const size_t first = h.turns.size();
+  REQUIRE(h.turn());
+  const auto& t = h.turns[first];
+  REQUIRE(t.pool_done.results.size() == 1);
+  const auto& grown = t.pool_done.results[0];
+  REQUIRE(grown.num_hit_blocks == 18);
+  REQUIRE(t.connector);
+  REQUIRE(t.connector->loads.size() == 2); // chunk [0, 256) lies wholly below the HBM hit
+  CHECK(t.connector->loads[0].object.first_token == 256);
+  CHECK(t.connector->loads[1].object.first_token == 512);
+  REQUIRE(t.plan);
+  REQUIRE(t.plan->loads.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& units = t.plan->loads[i].units;
+    REQUIRE(units.size() == 16);
+    for (size_t k = 0; k < 16; ++k) {
+      size_t b = 16 * (i + 1) + k;
+      if (b < 18)
+        CHECK(units[k] == -1);
+      else
+        CHECK(units[k] == grown.block_table[b]);
+    }
+  }
+  h.run();
+  CHECK(h.result(2).resume_at == 752);
+  CHECK(h.result(2).from_hbm == 288);
+  CHECK(h.result(2).from_cpu == 768 - 288);
+}
+
+namespace {
+
+// All kv_chunk saves (first_token) ordered for request `id`, in turn order.
+std::vector<int32_t> kv_saves_of(const offload_harness& h, uint64_t id) {
+  std::vector<int32_t> out;
+  for (auto& t : h.turns)
+    if (t.connector)
+      for (auto& s : t.connector->saves)
+        if (s.request_id == id && s.object.key.kind == kv_kind)
+          out.push_back(s.object.first_token);
+  return out;
+}
+
+// Grants everything except the orders `refuse` picks, which get `status`.
+std::function<transfer_grant(const transfer_order&, bool)> refusing(const offload_harness& h,
+                                                                    std::function<bool(const transfer_order&, bool)> refuse,
+                                                                    std::string status) {
+  auto base = h.grant;
+  return [=](const transfer_order& o, bool is_save) {
+    if (refuse(o, is_save))
+      return transfer_grant{o.request_id, o.object.key, false, status, 0, 0};
+    return base(o, is_save);
+  };
+}
+
+} // namespace
+
+TEST_CASE("scheduling offload: SPEC C5, a refused load recomputes from the HBM point and saves that chunk again") {
+  offload_harness h(hybrid_offload_options());
+  h.grant = refusing(
+      h, [](const transfer_order& o, bool save) { return !save && o.object.key.kind == kv_kind && o.object.first_token == 256; },
+      "bad_checksum");
+  h.add_held(1, 768, 4, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+
+  REQUIRE(h.turn());
+  const auto& t0 = h.turns[0];
+  REQUIRE(t0.connector);
+  REQUIRE(t0.connector->loads.size() == 4);
+  // Nothing is issued: the request is not parked and there is nothing else to run.
+  CHECK_FALSE(t0.plan);
+
+  REQUIRE(h.turn());
+  const auto& t1 = h.turns[1];
+  // The granted loads of the request are unpinned in the next connector step, never issued.
+  REQUIRE(t1.connector);
+  std::vector<object_key> unpinned;
+  for (auto& f : t1.connector->finished)
+    if (!f.is_save) {
+      CHECK(f.ok);
+      CHECK(f.request_id == 1);
+      unpinned.push_back(f.key);
+    }
+  CHECK(unpinned == std::vector<object_key>{t0.connector->loads[0].object.key, t0.connector->loads[2].object.key,
+                                            t0.connector->loads[3].object.key});
+  auto* r = find_request(t1.plan, 1);
+  REQUIRE(r);
+  CHECK(r->first_position == 0); // its HBM point
+  CHECK(r->reset_state);
+  CHECK(t1.plan->loads.empty());
+
+  h.run();
+  const auto& res = h.result(1);
+  CHECK(res.resume_at == 0);
+  CHECK(res.from_cpu == 0);
+  CHECK(res.reason.find("host tier load failed (bad_checksum)") != std::string::npos);
+  CHECK(h.sched.stats().load_failures_total == 1);
+  CHECK(h.sched.stats().loads_total == 0);
+
+  // The watermark went back to 256: chunk [256, 512) is stored again by the step completing it
+  // (the lookup said [0, 256) is stored, so that one is not).
+  auto kv_saves = kv_saves_of(h, 1);
+  CHECK(std::count(kv_saves.begin(), kv_saves.end(), 256) == 1);
+  CHECK(std::count(kv_saves.begin(), kv_saves.end(), 0) == 0);
+  bool carried = false;
+  for (auto& t : h.turns) {
+    if (!t.connector || !t.plan)
+      continue;
+    for (size_t k = 0; k < t.connector->saves.size(); ++k) {
+      const auto& s = t.connector->saves[k];
+      if (s.object.key.kind != kv_kind || s.object.first_token != 256)
+        continue;
+      auto* fwd = find_request(t.plan, 1);
+      REQUIRE(fwd);
+      CHECK(end_of(*fwd) == 512);
+      std::vector<int32_t> blocks(fwd->block_table.begin() + 4, fwd->block_table.begin() + 8);
+      for (auto& u : t.plan->saves)
+        carried |= u.kind == kv_kind && u.units == blocks;
+    }
+  }
+  CHECK(carried);
+  // The units reserved for the image at 704 still take it when the forward reaches 704.
+  bool copied_704 = false;
+  for (auto& t : h.turns)
+    if (t.plan)
+      for (auto& c : t.plan->checkpoint_copies)
+        copied_704 |= c.request_id == 1 && c.position == 704;
+  CHECK(copied_704);
+}
+
+TEST_CASE("scheduling offload: SPEC C5, a refused load of a dense request recomputes from its HBM hit") {
+  offload_harness h(dense_offload_options());
+  h.add(1, 300, 1); // HBM holds [0, 288)
+  h.run();
+  h.grant = refusing(
+      h, [](const transfer_order& o, bool save) { return !save && o.object.first_token == 512; }, "missing");
+  h.add_held(2, 768, 2, host_has(16, 256, 3, {}, 768));
+  const size_t first = h.turns.size();
+  h.run();
+  auto* r = find_request(h.turns.at(first + 1).plan, 2);
+  REQUIRE(r);
+  CHECK(r->first_position == 288);
+  CHECK(h.result(2).resume_at == 288);
+  CHECK(h.result(2).reason.find("host tier load failed (missing): recomputed from token 288") != std::string::npos);
+  // The watermark went back to 512: chunk [512, 768) is saved again, [256, 512) is not.
+  auto kv_saves = kv_saves_of(h, 2);
+  CHECK(std::count(kv_saves.begin(), kv_saves.end(), 512) == 1);
+  CHECK(std::count(kv_saves.begin(), kv_saves.end(), 256) == 0);
+}
+
+namespace {
+
+// Saves ordered for request `id` in turns where it also ran a forward: forward end → (kind,
+// first_token, tokens) of each save, in order.
+using save_list = std::vector<std::tuple<uint8_t, int32_t, int32_t>>;
+std::map<int32_t, save_list> saves_by_end(const offload_harness& h, uint64_t id) {
+  std::map<int32_t, save_list> out;
+  for (auto& t : h.turns) {
+    auto* r = find_request(t.plan, id);
+    if (!r || !t.connector)
+      continue;
+    for (auto& s : t.connector->saves)
+      if (s.request_id == id)
+        out[end_of(*r)].emplace_back(s.object.key.kind, s.object.first_token, s.object.tokens);
+  }
+  return out;
+}
+
+scheduler_options hybrid_small_batches() {
+  auto o = hybrid_offload_options();
+  o.max_batch_tokens = 200;
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("scheduling offload: SPEC C1/C4, a cold 768-token prompt saves whole chunks, then the anchor, then the rung") {
+  offload_harness h(hybrid_small_batches());
+  h.add(1, 768, 2);
+  h.run();
+  std::vector<int32_t> ends;
+  for (auto& t : h.turns)
+    if (auto* r = find_request(t.plan, 1))
+      ends.push_back(end_of(*r));
+  CHECK(ends == std::vector<int32_t>{200, 256, 456, 512, 704, 768, 769});
+  std::map<int32_t, save_list> want = {
+      {256, {{kv_kind, 0, 256}}},
+      {512, {{kv_kind, 256, 256}}},
+      {704, {{state_kind, 0, 704}}},
+      {768, {{kv_kind, 512, 256}, {state_kind, 0, 768}}},
+  };
+  CHECK(saves_by_end(h, 1) == want);
+
+  for (size_t i = 0; i < h.turns.size(); ++i) {
+    const auto& t = h.turns[i];
+    if (!t.connector || t.connector->saves.empty())
+      continue;
+    REQUIRE(t.plan);
+    CHECK(t.plan->saves.size() == t.connector->saves.size());
+    // Keys: the hash of the block ending the object.
+    for (auto& s : t.connector->saves)
+      CHECK(s.object.key.hash == h.hash_at(1, s.object.first_token + s.object.tokens, 64));
+    // Committed only in the connector step after this step's step_done.
+    for (auto& f : t.connector->finished)
+      for (auto& s : t.connector->saves)
+        CHECK_FALSE(f.key == s.object.key);
+    REQUIRE(i + 1 < h.turns.size());
+    REQUIRE(h.turns[i + 1].connector);
+    const auto& finished = h.turns[i + 1].connector->finished;
+    for (auto& s : t.connector->saves) {
+      bool committed = std::any_of(finished.begin(), finished.end(), [&](const transfer_result& f) {
+        return f == transfer_result{1, s.object.key, true, true};
+      });
+      CHECK(committed);
+    }
+  }
+  CHECK(h.sched.stats().saves_total == 5);
+}
+
+TEST_CASE("scheduling offload: SPEC C1, a 1000-token prompt also saves its last partial chunk [768, 960)") {
+  offload_harness h(hybrid_small_batches());
+  h.add(1, 1000, 2);
+  h.run();
+  std::map<int32_t, save_list> want = {
+      {256, {{kv_kind, 0, 256}}},
+      {512, {{kv_kind, 256, 256}}},
+      {768, {{kv_kind, 512, 256}}},
+      {960, {{state_kind, 0, 960}}}, // the anchor; 1000 is no rung
+      {1000, {{kv_kind, 768, 192}}},
+  };
+  CHECK(saves_by_end(h, 1) == want);
+  for (auto& t : h.turns)
+    if (t.connector)
+      for (auto& s : t.connector->saves)
+        if (s.object.first_token == 768) {
+          CHECK(s.object.num_blocks == 3);
+          CHECK(s.object.key.hash == h.hash_at(1, 960, 64));
+        }
+}
+
+TEST_CASE("scheduling offload: SPEC C5, a refused save is retried, at most 3 attempts") {
+  offload_harness h(hybrid_small_batches());
+  SECTION("refused once, granted on the next step, then committed") {
+    int refusals = 0;
+    h.grant = refusing(
+        h,
+        [&refusals](const transfer_order& o, bool save) {
+          return save && o.object.key.kind == kv_kind && o.object.first_token == 0 && refusals++ == 0;
+        },
+        "no_space");
+    h.add(1, 768, 2);
+    h.run();
+    std::vector<int32_t> ends_with_first_chunk;
+    for (auto& t : h.turns)
+      if (t.connector)
+        for (auto& s : t.connector->saves)
+          if (s.object.key.kind == kv_kind && s.object.first_token == 0)
+            ends_with_first_chunk.push_back(end_of(*find_request(t.plan, 1)));
+    CHECK(ends_with_first_chunk == std::vector<int32_t>{256, 456});
+    CHECK(h.sched.stats().save_failures_total == 1);
+    // Once [0, 256) is stored the watermark moves on and every later chunk is saved once.
+    CHECK(kv_saves_of(h, 1) == std::vector<int32_t>{0, 0, 256, 512});
+  }
+  SECTION("\"exists\" is stored already: no retry, the watermark moves on") {
+    h.grant = refusing(
+        h, [](const transfer_order& o, bool save) { return save && o.object.key.kind == kv_kind && o.object.first_token == 0; },
+        "exists");
+    h.add(1, 768, 2);
+    h.run();
+    CHECK(kv_saves_of(h, 1) == std::vector<int32_t>{0, 256, 512});
+    CHECK(h.sched.stats().save_failures_total == 0);
+  }
+  SECTION("always refused: three attempts, then no more") {
+    h.grant = refusing(
+        h, [](const transfer_order& o, bool save) { return save && o.object.key.kind == kv_kind && o.object.first_token == 0; },
+        "no_space");
+    h.add(1, 768, 8);
+    h.run();
+    auto kv_saves = kv_saves_of(h, 1);
+    CHECK(std::count(kv_saves.begin(), kv_saves.end(), 0) == 3);
+    CHECK(h.sched.stats().save_failures_total == 3);
+    // Nothing refused is ever committed.
+    for (auto& t : h.turns)
+      if (t.connector)
+        for (auto& f : t.connector->finished)
+          CHECK_FALSE((f.is_save && f.key.kind == kv_kind && f.key.hash == h.hash_at(1, 256, 64)));
+  }
+}
+
+TEST_CASE("scheduling offload: SPEC C3/B7, after an HBM eviction the plan of loads carries every clear issued") {
+  offload_harness h(hybrid_offload_options());
+  h.add(1, 768, 2);
+  h.run();
+  h.sched.request_evict({77, "hbm"}); // drops the READY images at 256, 512, 704 and 768
+  h.add_held(2, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+  const size_t first = h.turns.size();
+  h.run();
+  const auto& t = h.turns.at(first);
+  REQUIRE_FALSE(t.pool_done.clears.empty());
+  REQUIRE(t.plan);
+  CHECK(t.plan->requests.empty());
+  CHECK(t.plan->loads.size() == 4);
+  auto clears = t.plan->clears;
+  for (auto u : t.pool_done.clears)
+    CHECK(std::count(clears.begin(), clears.end(), u) == 1);
+  CHECK(h.result(2).resume_at == 704);
+  CHECK(h.result(2).logits_digest == h.result(1).logits_digest);
+}
+
+TEST_CASE("scheduling offload: the pool's units for the host boundary: added to the grow when no rung is there") {
+  // interval -1 keeps only the anchor (704); the host tier's image at 512 needs units of its own.
+  auto o = hybrid_offload_options();
+  o.checkpoint_interval = -1;
+  offload_harness h(o);
+  h.add_held(1, 768, 2, host_has(64, 256, 3, {256, 512}, 768));
+  REQUIRE(h.turn());
+  const auto& t = h.turns[0];
+  REQUIRE(t.pool.grows.size() == 1);
+  std::vector<int32_t> checkpoints;
+  for (auto& c : t.pool.grows[0].checkpoints)
+    checkpoints.push_back(c.position);
+  CHECK(checkpoints == std::vector<int32_t>{512, 704});
+  REQUIRE(t.connector);
+  REQUIRE(t.connector->loads.size() == 3);
+  CHECK(t.connector->loads[2].object.key.kind == state_kind);
+  CHECK(t.connector->loads[2].object.tokens == 512);
+  h.run();
+  CHECK(h.result(1).resume_at == 512);
+}
+
+// BUG (known, left for the owner of scheduling.cpp): the second request gets no units for the
+// image at 704 (block_accounting reserves none for a hash that already has an image, here the
+// first request's COPYING one), so prepare_load() orders nothing and it recomputes from 0 although
+// the host tier holds both the KV and the state (SPEC C2, B5). Remove [!mayfail] once fixed.
+TEST_CASE("scheduling offload: two identical hybrid prompts admitted together both resume from the host tier",
+          "[!mayfail]") {
+  offload_harness h(hybrid_offload_options());
+  h.add_held(1, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+  h.add_held(2, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+  h.run();
+  CHECK(h.result(1).resume_at == 704);
+  CHECK(h.result(2).resume_at == 704);
+  CHECK(h.result(2).from_cpu == 768);
+  CHECK(h.result(2).logits_digest == h.result(1).logits_digest);
+}
+
+TEST_CASE("scheduling offload: kv_role decides whether loads and saves are ordered at all") {
+  SECTION("kv_consumer (no saves): the host hit is loaded, nothing is saved") {
+    auto o = hybrid_offload_options();
+    o.offload_saves = false;
+    offload_harness h(o);
+    h.add_held(1, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+    h.add(2, 768, 2, 100); // a cold prompt
+    h.run();
+    CHECK(h.result(1).resume_at == 704);
+    for (auto& t : h.turns)
+      if (t.connector)
+        CHECK(t.connector->saves.empty());
+  }
+  SECTION("kv_producer (no loads): the host hit is ignored, the prompt is computed and saved") {
+    auto o = hybrid_offload_options();
+    o.offload_loads = false;
+    offload_harness h(o);
+    h.add_held(1, 768, 2, host_has(64, 256, 1, {256}, 256));
+    h.run();
+    CHECK(h.result(1).resume_at == 0);
+    CHECK(h.result(1).from_cpu == 0);
+    for (auto& t : h.turns)
+      if (t.connector)
+        CHECK(t.connector->loads.empty());
+    // [0, 256) is stored already: only the later chunks are saved.
+    CHECK(kv_saves_of(h, 1) == std::vector<int32_t>{256, 512});
+  }
 }
