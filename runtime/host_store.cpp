@@ -1,5 +1,7 @@
 #include "runtime/host_store.hpp"
 
+#include "runtime/checksum.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <iterator>
@@ -121,7 +123,7 @@ bool host_store::commit(const object_key& key) {
     return false;
   object& o = it->second;
   o.header.magic = object_magic;
-  o.header.checksum = XXH64(arena_ + o.data_offset, o.header.data_bytes, 0);
+  o.header.checksum = object_checksum(arena_ + o.data_offset, o.header.data_bytes);
   std::memcpy(arena_ + o.offset, &o.header, sizeof(object_header));
   o.committed = true;
   o.on_lru = true;
@@ -172,7 +174,7 @@ pin_status host_store::pin(const object_key& key, uint64_t expected_fingerprint,
     return pin_status::bad_header;
   }
   // A nested pin shares the first pin's checksum: a pinned object is never evicted or rewritten.
-  if (o.pins == 0 && XXH64(arena_ + o.data_offset, kept.data_bytes, 0) != kept.checksum) {
+  if (o.pins == 0 && object_checksum(arena_ + o.data_offset, kept.data_bytes) != kept.checksum) {
     ++stats_.checksum_failures_total;
     drop(key);
     ++num_dropped_;

@@ -8,7 +8,8 @@
 //   COMMITTED ──pin (header and checksum verified)──► pinned (never evicted) ──unpin──► COMMITTED
 //   COMMITTED and unpinned ──LRU victim of a reserve that does not fit──► gone
 // An object is stored at one offset of the arena: a 64-byte-aligned object_header, then its data
-// (64-byte aligned). The header is written by commit(), with the xxh64 of the data.
+// (64-byte aligned). The header is written by commit(), with the checksum of the data
+// (runtime/checksum.hpp: an xxh64 tree hashed by several threads).
 // NOTE(verify): pin() reads the header back from the arena and checks magic, kind, layout
 // fingerprint and boundary hash against the reader's expectation (its other fields against the
 // copy kept at commit), then the checksum of the data; any mismatch drops the object and the
@@ -41,7 +42,7 @@ struct object_header {
   int32_t tokens = 0;              // tokens the object covers (KV) or the image consumed (state)
   int32_t num_blocks = 0;          // KV chunk: full blocks in the object; state: page units
   uint64_t data_bytes = 0;
-  uint64_t checksum = 0;           // xxh64 of the data bytes, seed 0
+  uint64_t checksum = 0;           // object_checksum of the data bytes
 };
 inline constexpr uint64_t object_magic = 0x31626f2d6f64726full; // "ordo-ob1" little endian
 inline constexpr size_t object_alignment = 64;

@@ -1,5 +1,6 @@
 #include <catch.hpp>
 
+#include "runtime/checksum.hpp"
 #include "runtime/host_store.hpp"
 
 #include <algorithm>
@@ -104,7 +105,7 @@ TEST_CASE("host store: reserve, write, commit, then pin returns the verified hea
   CHECK(h.tokens == 256);
   CHECK(h.num_blocks == 4);
   CHECK(h.data_bytes == 1000);
-  CHECK(h.checksum == XXH64(f.arena.data() + offset, 1000, 0));
+  CHECK(h.checksum == object_checksum(f.arena.data() + offset, 1000));
   CHECK(f.data_intact(1, pinned_at, 1000));
   // The header sits in the arena right before the data.
   object_header in_arena;
@@ -523,4 +524,29 @@ TEST_CASE("host store: a seeded random workload keeps every invariant and matche
   CHECK(counts[3] > 5);    // bad_checksum
   CHECK(counts[4] > 300);  // pins ok
   CHECK(evictions > 100);
+}
+
+TEST_CASE("object checksum: an xxh64 tree whose value does not depend on the thread count") {
+  std::vector<uint8_t> data(5 * checksum_piece_bytes + 12345);
+  std::mt19937_64 rng(7);
+  for (auto& b : data)
+    b = static_cast<uint8_t>(rng());
+  const uint64_t one = object_checksum(data.data(), data.size(), 1);
+  CHECK(object_checksum(data.data(), data.size(), 3) == one);
+  CHECK(object_checksum(data.data(), data.size(), 0) == one);
+  // The definition: piece hashes (seed = piece index), then their xxh64 seeded by the length.
+  std::vector<uint8_t> le;
+  for (size_t i = 0, begin = 0; begin < data.size(); ++i, begin += checksum_piece_bytes) {
+    uint64_t h = XXH64(data.data() + begin, std::min(checksum_piece_bytes, data.size() - begin), i);
+    for (int b = 0; b < 8; ++b)
+      le.push_back(static_cast<uint8_t>(h >> (8 * b)));
+  }
+  CHECK(one == XXH64(le.data(), le.size(), data.size()));
+  // A flipped byte in any piece changes it.
+  for (size_t at : {size_t{0}, checksum_piece_bytes + 5, data.size() - 1}) {
+    data[at] ^= 1;
+    CHECK(object_checksum(data.data(), data.size(), 4) != one);
+    data[at] ^= 1;
+  }
+  CHECK(object_checksum(data.data(), 0) == object_checksum(data.data(), 0, 4));
 }
