@@ -19,7 +19,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 demo: build
-	./$(BUILD)/ordo demo
+	./$(BUILD)/ordo demo --config configs/offload.toml
 
 clean:
 	rm -rf $(BUILD)

@@ -228,8 +228,11 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
   const std::string tag = std::string(" [") + sh.tag + "]";
   const stream_kind cs = stream_kind::compute;
 
-  for (bool acc : {false, true}) { // matmul: odd sizes exercise the dot's tail and partial blocks
-    const int32_t rows = 37, in = sh.dim + 3, out = 301, ldx = in + 5, ldy = out + 2;
+  // matmul: odd sizes exercise the dot's tail, partial row tiles (16, 4 and 1 rows per block)
+  // and partial output blocks.
+  for (int32_t rows : {37, 6, 1})
+  for (bool acc : {false, true}) {
+    const int32_t in = sh.dim + 3, out = 301, ldx = in + 5, ldy = out + 2;
     auto x = m.of(r.floats(size_t(rows) * ldx));
     auto w = m.of(r.floats(size_t(out) * in));
     auto y = m.of(r.floats(size_t(rows) * ldy));
@@ -237,7 +240,7 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     run([&] { cpu::matmul(h); }, [&] { kt.matmul(cs, d); });
     verdict v;
     v.add(m, y);
-    report(std::string("matmul") + (acc ? " accumulate" : "") + tag, v);
+    report(std::string("matmul") + (acc ? " accumulate" : "") + " rows " + std::to_string(rows) + tag, v);
   }
   {
     const int32_t rows = 33, dim = sh.dim + 5;

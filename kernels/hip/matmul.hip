@@ -1,6 +1,11 @@
 // y (+)= x · Wᵀ. Eight threads per output, one per lane of kernels/cpu/dot.hpp, combined by
 // shuffles in the CPU's tree: each output's sum order is fixed by `in` alone (no split-K), so
 // the result is batch-invariant and bitwise equal to the CPU reference.
+// A block computes 32·C outputs for a tile of up to `R` rows: each weight element is read once
+// per tile instead of once per row, the tile's inputs are staged in shared memory, and each
+// thread keeps C × R lane sums in registers. Every
+// (row, output, lane) still accumulates its own products in ascending order with the same
+// `sum += x * w`, so tiling changes the memory traffic, never a bit of the result.
 #include <stdexcept>
 
 #include "kernels/hip/device_math.hpp"
@@ -10,35 +15,117 @@
 namespace ordo::hip {
 namespace {
 
-constexpr int threads = 256, outputs_per_block = threads / 8;
+constexpr int k_tile = 256; // inputs staged per pass (a multiple of 8)
+constexpr int unroll = 8;   // weight loads a thread issues before their multiply-adds
 
-__global__ void matmul_kernel(matmul_args a) {
+template <int R, int C, int threads>
+__global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
+  constexpr int outputs_per_block = threads / 8;
+  __shared__ float xs[R][k_tile];
   const int32_t lane = threadIdx.x & 7;
-  const int32_t o = blockIdx.x * outputs_per_block + threadIdx.x / 8;
-  const int32_t r = blockIdx.y;
-  const bool live = o < a.out;
-  const float* x = a.x + r * a.ldx;
-  const float* w = a.w + static_cast<int64_t>(live ? o : 0) * a.in;
-  float sum = 0.0f;
-  int32_t i = 0;
-  if (live)
-    for (; i + 8 <= a.in; i += 8) sum += x[i + lane] * w[i + lane];
+  const int32_t group = threadIdx.x / 8;
+  const int32_t r0 = blockIdx.y * R;
+  const int32_t nrows = a.rows - r0 < R ? a.rows - r0 : R;
+  const int32_t in8 = a.in / 8 * 8;
+  // Outputs o_c = first + c * 32: each thread holds C outputs × R rows of lane sums.
+  const int32_t first = blockIdx.x * outputs_per_block * C + group;
+  const float* w[C];
+  bool live[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    live[c] = first + c * outputs_per_block < a.out;
+    w[c] = a.w + static_cast<int64_t>(live[c] ? first + c * outputs_per_block : 0) * a.in;
+  }
+  float sum[C][R];
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) sum[c][rr] = 0.0f;
+  for (int32_t k0 = 0; k0 < in8; k0 += k_tile) {
+    const int32_t kt = in8 - k0 < k_tile ? in8 - k0 : k_tile;
+    for (int32_t e = threadIdx.x; e < R * k_tile; e += threads) {
+      const int32_t rr = e / k_tile, kk = e % k_tile;
+      xs[rr][kk] = rr < nrows && kk < kt ? a.x[static_cast<int64_t>(r0 + rr) * a.ldx + k0 + kk] : 0.0f;
+    }
+    __syncthreads();
+    if (live[0]) {
+      int32_t kk = 0;
+      // `unroll` steps' weights are loaded first (more loads in flight), then added in order.
+      for (; kk + 8 * unroll <= kt; kk += 8 * unroll) {
+        float wv[unroll][C];
+#pragma unroll
+        for (int u = 0; u < unroll; ++u)
+#pragma unroll
+          for (int c = 0; c < C; ++c) wv[u][c] = w[c][k0 + kk + 8 * u + lane];
+#pragma unroll
+        for (int u = 0; u < unroll; ++u)
+#pragma unroll
+          for (int rr = 0; rr < R; ++rr) {
+            const float xv = xs[rr][kk + 8 * u + lane];
+#pragma unroll
+            for (int c = 0; c < C; ++c) sum[c][rr] += xv * wv[u][c];
+          }
+      }
+      for (; kk < kt; kk += 8) {
+        float wv[C];
+#pragma unroll
+        for (int c = 0; c < C; ++c) wv[c] = w[c][k0 + kk + lane];
+#pragma unroll
+        for (int rr = 0; rr < R; ++rr) {
+          const float xv = xs[rr][kk + lane];
+#pragma unroll
+          for (int c = 0; c < C; ++c) sum[c][rr] += xv * wv[c];
+        }
+      }
+    }
+    __syncthreads();
+  }
   // Every thread of the warp takes part in the shuffles, live or not.
-  sum += ORDO_SHFL_XOR(sum, 1);
-  sum += ORDO_SHFL_XOR(sum, 2);
-  sum += ORDO_SHFL_XOR(sum, 4);
-  if (!live || lane != 0) return;
-  for (i = a.in / 8 * 8; i < a.in; ++i) sum += x[i] * w[i];
-  float* y = a.y + r * a.ldy + o;
-  *y = a.accumulate ? *y + sum : sum;
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      float s = sum[c][rr];
+      s += ORDO_SHFL_XOR(s, 1);
+      s += ORDO_SHFL_XOR(s, 2);
+      s += ORDO_SHFL_XOR(s, 4);
+      sum[c][rr] = s;
+    }
+  if (lane != 0) return;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    if (!live[c]) break;
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      if (rr >= nrows) break;
+      const float* x = a.x + static_cast<int64_t>(r0 + rr) * a.ldx;
+      float s = sum[c][rr];
+      for (int32_t i = in8; i < a.in; ++i) s += x[i] * w[c][i];
+      float* y = a.y + static_cast<int64_t>(r0 + rr) * a.ldy + first + c * outputs_per_block;
+      *y = a.accumulate ? *y + s : s;
+    }
+  }
+}
+
+template <int R, int C, int threads>
+void launch(const matmul_args& a, hipStream_t stream) {
+  const dim3 grid(blocks_for(a.out, threads / 8 * C), (a.rows + R - 1) / R);
+  matmul_kernel<R, C, threads><<<grid, threads, 0, stream>>>(a);
+  ORDO_HIP_LAUNCHED();
 }
 
 } // namespace
 
 void matmul(const matmul_args& a, hipStream_t stream) {
   if (a.rows <= 0 || a.out <= 0) return;
-  matmul_kernel<<<dim3(blocks_for(a.out, outputs_per_block), a.rows), threads, 0, stream>>>(a);
-  ORDO_HIP_LAUNCHED();
+  // Prefill tiles: 16 rows × 128 outputs per block. Decode keeps one output per lane group and
+  // small blocks, so that a batch of a few rows still spreads over every multiprocessor.
+  if (a.rows >= 16)
+    launch<16, 4, 256>(a, stream);
+  else if (a.rows >= 4)
+    launch<4, 1, 64>(a, stream);
+  else
+    launch<1, 1, 64>(a, stream);
 }
 
 } // namespace ordo::hip
