@@ -360,6 +360,7 @@ void to_capnp(const block_grow& x, wire::BlockGrow::Builder b) {
   b.setNeedsState(x.needs_state);
   fill_structs(b.initCheckpoints(x.checkpoints.size()), x.checkpoints);
   b.setUnitsPerImage(x.units_per_image);
+  b.setLoadImagePosition(x.load_image_position);
 }
 
 block_grow from_capnp(wire::BlockGrow::Reader r) {
@@ -371,6 +372,7 @@ block_grow from_capnp(wire::BlockGrow::Reader r) {
   x.needs_state = r.getNeedsState();
   x.checkpoints = read_structs<checkpoint_position>(r.getCheckpoints());
   x.units_per_image = r.getUnitsPerImage();
+  x.load_image_position = r.getLoadImagePosition();
   return x;
 }
 
@@ -417,6 +419,7 @@ void to_capnp(const grow_result& x, wire::GrowResult::Builder b) {
   b.setRestoreHash(x.restore_hash);
   fill_list(b.initRestoreUnits(x.restore_units.size()), x.restore_units);
   fill_structs(b.initReserved(x.reserved.size()), x.reserved);
+  fill_list(b.initLoadUnits(x.load_units.size()), x.load_units);
 }
 
 grow_result from_capnp(wire::GrowResult::Reader r) {
@@ -429,6 +432,7 @@ grow_result from_capnp(wire::GrowResult::Reader r) {
   x.restore_hash = r.getRestoreHash();
   x.restore_units = read_list<int32_t>(r.getRestoreUnits());
   x.reserved = read_structs<reserved_image>(r.getReserved());
+  x.load_units = read_list<int32_t>(r.getLoadUnits());
   return x;
 }
 

@@ -155,6 +155,7 @@ struct BlockGrow {
   needsState @4 :Bool;
   checkpoints @5 :List(CheckpointPosition);
   unitsPerImage @6 :Int32;
+  loadImagePosition @7 :Int32;
 }
 
 struct ImageUnpin {
@@ -181,6 +182,7 @@ struct GrowResult {
   restoreHash @5 :UInt64;
   restoreUnits @6 :List(Int32);
   reserved @7 :List(ReservedImage);
+  loadUnits @8 :List(Int32);
 }
 
 struct PoolStepDone {

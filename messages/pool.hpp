@@ -51,7 +51,10 @@ typename Inspector::result_type inspect(Inspector& f, reserved_image& x) {
 // All or nothing: on failure the request holds what it held before (nothing, if new).
 // With `needs_state` (a hybrid model) a hit stops at the largest boundary that also has a READY
 // state image, which is pinned for the restore; units are reserved for every checkpoint
-// position above the hit that has no image yet.
+// position above the hit that has no image yet. With `load_image_position` above the hit (a
+// host-tier load will bring the state image there) and no image reserved by this grow at that
+// position (another request is copying it, or it is READY but its KV is gone), the request gets
+// private units for the load instead (`load_units`), given back with its blocks.
 struct block_grow {
   uint64_t request_id = 0;
   std::vector<uint64_t> hashes;
@@ -60,12 +63,13 @@ struct block_grow {
   bool needs_state = false;
   std::vector<checkpoint_position> checkpoints;
   int32_t units_per_image = 0;
+  int32_t load_image_position = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, block_grow& x) {
   return f(x.request_id, x.hashes, x.max_hit_blocks, x.total_blocks, x.needs_state, x.checkpoints,
-           x.units_per_image);
+           x.units_per_image, x.load_image_position);
 }
 
 // A request's pin on the image filed under `hash` (taken by a restore) is dropped.
@@ -105,12 +109,13 @@ struct grow_result {
   uint64_t restore_hash = 0;        // the pinned image the request resumes from (needs_state)
   std::vector<int32_t> restore_units;
   std::vector<reserved_image> reserved; // units for the checkpoints above the hit
+  std::vector<int32_t> load_units;      // private units for a host-tier image load (see block_grow)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grow_result& x) {
   return f(x.request_id, x.ok, x.num_hit_blocks, x.block_table, x.kv_hit_blocks, x.restore_hash,
-           x.restore_units, x.reserved);
+           x.restore_units, x.reserved, x.load_units);
 }
 
 // block_pool → scheduler: the pool_step with the same header has been applied.

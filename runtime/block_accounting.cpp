@@ -137,6 +137,15 @@ void block_accounting::release(uint64_t request_id) {
       unhold(b);
     tables_.erase(it);
   }
+  if (auto lu = load_units_.find(request_id); lu != load_units_.end()) {
+    for (auto u : lu->second) {
+      blocks_[u].refs = 0;
+      blocks_[u].unit = false;
+      free_.push_back(u);
+      clears_.push_back(u);
+    }
+    load_units_.erase(lu);
+  }
   std::vector<uint64_t> aborted, unpinned;
   for (auto& [hash, img] : images_) {
     if (!img.ready && img.owner == request_id)
@@ -265,6 +274,12 @@ grow_result block_accounting::grow(const block_grow& g) {
     if (cp.position > r.num_hit_blocks * block_size_ && !images_.count(cp.hash))
       new_images.push_back(&cp);
   int32_t need = need_blocks + g.units_per_image * static_cast<int32_t>(new_images.size());
+  const bool private_load =
+      g.needs_state && g.load_image_position > r.num_hit_blocks * block_size_ && is_new &&
+      std::none_of(new_images.begin(), new_images.end(),
+                   [&](const checkpoint_position* cp) { return cp->position == g.load_image_position; });
+  if (private_load)
+    need += g.units_per_image;
   if (need > available()) {
     for (size_t i = held_before; i < table.size(); ++i)
       unhold(table[i]); // all or nothing: give back this grow's hits and pin
@@ -292,6 +307,16 @@ grow_result block_accounting::grow(const block_grow& g) {
     r.reserved.push_back({cp->position, cp->hash, img.units});
     images_.emplace(cp->hash, std::move(img));
   }
+  if (private_load) {
+    auto& units = load_units_[g.request_id];
+    for (int32_t i = 0; i < g.units_per_image; ++i) {
+      int32_t u = -1;
+      take_fresh(u);
+      blocks_[u].unit = true;
+      units.push_back(u);
+    }
+    r.load_units = units;
+  }
   r.ok = true;
   r.block_table = table;
   tables_[g.request_id] = std::move(table);
@@ -307,6 +332,12 @@ std::string block_accounting::check_invariants() const {
     for (auto u : img.units) {
       if (!blocks_[u].unit)
         return "unit " + std::to_string(u) + " of an image is not marked as a unit";
+      ++refs[u];
+    }
+  for (const auto& [id, units] : load_units_)
+    for (auto u : units) {
+      if (!blocks_[u].unit)
+        return "private load unit " + std::to_string(u) + " is not marked as a unit";
       ++refs[u];
     }
   for (size_t b = 0; b < blocks_.size(); ++b)

@@ -90,6 +90,7 @@ private:
   std::list<int32_t> lru_;  // front = least recently released
   std::unordered_map<uint64_t, int32_t> index_;
   std::unordered_map<uint64_t, std::vector<int32_t>> tables_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> load_units_; // request → private image units
   int32_t block_size_;
   std::unordered_map<uint64_t, image_state> images_;
   std::list<uint64_t> image_lru_; // READY unpinned images, front = least recently used

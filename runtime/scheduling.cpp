@@ -71,6 +71,7 @@ struct scheduling::impl {
     bool parked = false;       // its loads are in the step in flight
     int32_t save_watermark = 0; // KV tokens [0, w) known stored (chunk grid, or the prompt's tail end)
     int32_t save_failures = 0;  // refused reserves of the boundary at the watermark (C5: at most 3)
+    std::vector<int32_t> load_units; // private units for the host image when none is reserved at B
   };
 
   // What a granted order moves, kept beside the connector step in flight.
@@ -233,17 +234,21 @@ struct scheduling::impl {
       mine.push_back(std::move(m));
     }
     if (opt.has_recurrent_state) {
-      auto img = std::find_if(r.images.begin(), r.images.end(), [&](const reserved_image& i) { return i.position == B; });
-      if (img == r.images.end())
-        return; // no units for the image: the request recomputes from its HBM point
       transfer_meta m;
       m.request_id = r.spec.request_id;
-      m.object = {key_of(img->hash, object_kind::state_image), 0, B, opt.units_per_image,
-                  static_cast<uint64_t>(opt.units_per_image) * opt.unit_bytes};
-      m.units = img->units;
+      m.object = {key_of(r.hashes[static_cast<size_t>(B / bs - 1)], object_kind::state_image), 0, B,
+                  opt.units_per_image, static_cast<uint64_t>(opt.units_per_image) * opt.unit_bytes};
       m.boundary = B;
-      m.image_hash = img->hash;
-      r.images.erase(img);
+      auto img = std::find_if(r.images.begin(), r.images.end(), [&](const reserved_image& i) { return i.position == B; });
+      if (img != r.images.end()) { // the loaded image becomes this request's HBM checkpoint at B
+        m.units = img->units;
+        m.image_hash = img->hash;
+        r.images.erase(img);
+      } else if (static_cast<int32_t>(r.load_units.size()) == opt.units_per_image) {
+        m.units = r.load_units; // another request holds the image at B: private units
+      } else {
+        return; // no units for the image: the request recomputes from its HBM point
+      }
       mine.push_back(std::move(m));
     }
     r.parked = true;
@@ -449,8 +454,11 @@ std::optional<pool_step> scheduling::next_pool_step() {
         for (auto p : checkpoint_positions(static_cast<int32_t>(r.spec.prompt.size()), d.opt.block_size,
                                            d.opt.checkpoint_interval))
           g.checkpoints.push_back({p, r.hashes[static_cast<size_t>(p / d.opt.block_size) - 1]});
-      // Units for the state image a host-tier load would bring (becomes an HBM checkpoint).
+      // Units for the state image a host-tier load would bring (becomes an HBM checkpoint, or
+      // lands in private units when another request already copies an image there).
       int32_t b = r.cpu_boundary;
+      if (d.opt.units_per_image > 0 && b > 0)
+        g.load_image_position = b;
       if (d.opt.units_per_image > 0 && b > 0 &&
           std::none_of(g.checkpoints.begin(), g.checkpoints.end(), [&](const checkpoint_position& c) { return c.position == b; })) {
         g.checkpoints.push_back({b, r.hashes[static_cast<size_t>(b / d.opt.block_size) - 1]});
@@ -536,6 +544,7 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
       r.restore_hash = res.restore_hash;
       r.restore_units = res.restore_units;
       r.images = res.reserved;
+      r.load_units = res.load_units;
       std::sort(r.images.begin(), r.images.end(),
                 [](const reserved_image& a, const reserved_image& b) { return a.position < b.position; });
     }
@@ -664,7 +673,8 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
         d.stats.bytes_loaded += static_cast<int64_t>(g.data_bytes);
         if (m.object.key.kind == static_cast<uint8_t>(object_kind::state_image)) {
           plan.restores.push_back({r.spec.request_id, r.state_slot, B, m.units});
-          d.step_ready.push_back(m.image_hash); // the loaded image is an HBM checkpoint too
+          if (m.image_hash)
+            d.step_ready.push_back(m.image_hash); // the loaded image is an HBM checkpoint too
         } else {
           loaded_end = std::max(loaded_end, m.object.first_token + m.object.tokens);
         }

@@ -3,6 +3,7 @@
 // cold run's.
 #include <catch.hpp>
 
+#include <future>
 #include <random>
 
 #include "messages/store.hpp"
@@ -230,4 +231,26 @@ TEST_CASE("offload: the seed's bug, a clear landing after a load, is caught by a
   };
   CHECK(run(false) == 0);
   CHECK(run(true) > 0);
+}
+
+// Whether the two land in one pool step depends on timing (test_scheduling covers that case
+// deterministically): each resumes at 704, from the host tier or from the other's HBM blocks.
+TEST_CASE("offload: the same prompt sent twice at once after an eviction: both resume at 704, exact") {
+  auto node = start_node("configs/default.toml", offload({"device.chaos_seed=5"}));
+  auto prompt = token_prompt(768, 41);
+  auto cold = complete(node.port, prompt);
+  evict_hbm(node.port);
+  // Sent from other threads (Catch2 is checked on this one only).
+  auto send = [&] { return http_post(node.port, "/v1/completions", request_body(prompt, 6).dump()); };
+  auto a = std::async(std::launch::async, send);
+  auto b = std::async(std::launch::async, send);
+  for (auto* f : {&a, &b}) {
+    auto res = f->get();
+    REQUIRE(res.status == 200);
+    auto r = json::parse(res.body);
+    INFO(r["ordo"].dump());
+    CHECK(digest(r) == digest(cold));
+    CHECK(resume_at(r) == 704);
+    CHECK((from_cpu(r) == 768 || r["ordo"]["from"]["hbm"] == 704));
+  }
 }

@@ -1,5 +1,7 @@
 #include <catch.hpp>
 
+#include <algorithm>
+
 #include "runtime/block_accounting.hpp"
 
 using namespace ordo;
@@ -186,5 +188,39 @@ TEST_CASE("block accounting: a released request's unfinished images are dropped 
   CHECK(released.clears.size() == 4);
   CHECK(released.num_images_evicted == 2);
   CHECK(pool.num_free() == 16);
+  CHECK(pool.check_invariants().empty());
+}
+
+TEST_CASE("block accounting: a host-tier image load gets private units when the image is another's") {
+  block_accounting pool(24, 16);
+  // Request 1 reserves the image at 32 (COPYING); request 2, the same prompt, loads it from the
+  // host tier: it cannot use request 1's units, so it gets two private ones.
+  auto g1 = hybrid_grow(1, {0xa, 0xb}, 3, {{32, 0xb}});
+  g1.load_image_position = 32;
+  auto g2 = hybrid_grow(2, {0xa, 0xb}, 3, {{32, 0xb}});
+  g2.load_image_position = 32;
+  auto done = pool.apply(step_with({g1, g2}));
+  REQUIRE(done.results.size() == 2);
+  REQUIRE(done.results[0].ok);
+  REQUIRE(done.results[1].ok);
+  CHECK(done.results[0].reserved.size() == 1);
+  CHECK(done.results[0].load_units.empty());
+  CHECK(done.results[1].reserved.empty());
+  REQUIRE(done.results[1].load_units.size() == 2);
+  CHECK(pool.num_free() == 24 - 3 - 2 - 3 - 2);
+  CHECK(pool.check_invariants().empty());
+  // Given back with the request, and cleared before anything writes them again.
+  auto released = pool.apply(step_with({}, {2}));
+  for (auto u : done.results[1].load_units)
+    CHECK(std::count(released.clears.begin(), released.clears.end(), u) == 1);
+  CHECK(pool.num_free() == 24 - 3 - 2); // request 2's blocks and private units are free again
+  CHECK(pool.check_invariants().empty());
+  // No private units when the load position is at or below the hit, or when this grow reserves
+  // the image itself.
+  auto g3 = hybrid_grow(3, {0xc, 0xd}, 3, {{32, 0xd}});
+  g3.load_image_position = 32;
+  auto own = pool.apply(step_with({g3}));
+  CHECK(own.results[0].load_units.empty());
+  CHECK(own.results[0].reserved.size() == 1);
   CHECK(pool.check_invariants().empty());
 }

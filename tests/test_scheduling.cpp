@@ -948,12 +948,9 @@ TEST_CASE("scheduling offload: the pool's units for the host boundary: added to 
   CHECK(h.result(1).resume_at == 512);
 }
 
-// BUG (known, left for the owner of scheduling.cpp): the second request gets no units for the
-// image at 704 (block_accounting reserves none for a hash that already has an image, here the
-// first request's COPYING one), so prepare_load() orders nothing and it recomputes from 0 although
-// the host tier holds both the KV and the state (SPEC C2, B5). Remove [!mayfail] once fixed.
-TEST_CASE("scheduling offload: two identical hybrid prompts admitted together both resume from the host tier",
-          "[!mayfail]") {
+// The second request finds the image at 704 already reserved by the first (COPYING): the pool
+// gives it private units for its host-tier image load (block_grow::load_image_position).
+TEST_CASE("scheduling offload: two identical hybrid prompts admitted together both resume from the host tier") {
   offload_harness h(hybrid_offload_options());
   h.add_held(1, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
   h.add_held(2, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
