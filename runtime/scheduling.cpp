@@ -420,7 +420,10 @@ std::optional<pool_step> scheduling::next_pool_step() {
     d.commits_for(r, step.commits);
     int32_t want = ceil_div(static_cast<int32_t>(r.tokens.size()), d.opt.block_size);
     if (want > static_cast<int32_t>(r.block_table.size())) {
-      step.grows.push_back({id, {}, 0, want});
+      block_grow g;
+      g.request_id = id;
+      g.total_blocks = want;
+      step.grows.push_back(std::move(g));
       budget_blocks -= want - static_cast<int32_t>(r.block_table.size());
     }
   }

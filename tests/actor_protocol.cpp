@@ -102,7 +102,10 @@ TEST_CASE("actor protocol: block_pool answers in-order pool steps and refuses a 
   auto probe = f.sys->spawn([&](caf::event_based_actor* self) {
     pool_step s1;
     s1.header = {1, 1};
-    s1.grows.push_back({1, {}, 0, 2});
+    block_grow g;
+    g.request_id = 1;
+    g.total_blocks = 2;
+    s1.grows.push_back(g);
     self->request(pool, caf::infinite, s1).then([&](const pool_step_done& d) {
       outcomes.push_back(d.results.at(0).ok ? "ok" : "refused");
     });

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <xxhash.h>
@@ -549,4 +550,23 @@ TEST_CASE("object checksum: an xxh64 tree whose value does not depend on the thr
     data[at] ^= 1;
   }
   CHECK(object_checksum(data.data(), 0) == object_checksum(data.data(), 0, 4));
+}
+
+TEST_CASE("object checksum: concurrent callers share the hashing threads and agree") {
+  std::vector<uint8_t> data(3 * checksum_piece_bytes * 8 + 7);
+  std::mt19937_64 rng(11);
+  for (auto& b : data)
+    b = static_cast<uint8_t>(rng());
+  const uint64_t want = object_checksum(data.data(), data.size(), 1);
+  std::vector<uint64_t> got(4);
+  std::vector<std::thread> callers;
+  for (size_t t = 0; t < got.size(); ++t)
+    callers.emplace_back([&, t] {
+      for (int k = 0; k < 20; ++k)
+        got[t] = object_checksum(data.data(), data.size());
+    });
+  for (auto& c : callers)
+    c.join();
+  for (auto g : got)
+    CHECK(g == want);
 }
