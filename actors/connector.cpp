@@ -49,7 +49,7 @@ connector_actor::behavior_type connector(self_ptr self, std::string kind, std::o
         return caf::make_error(caf::sec::invalid_argument, why);
       }
       if (!st.policy) { // `none`: nothing is ever granted
-        connector_step_done done;
+        connector_step_done done; // an eviction finds nothing to drop
         done.header = step.header;
         for (const auto& l : step.loads)
           done.loads.push_back({l.request_id, l.object.key, false, "connector none holds nothing", 0, 0});

@@ -101,7 +101,9 @@ frontend_actor::behavior_type frontend(frontend_actor::stateful_pointer<frontend
       auto p = self->state.bridge->take(result.request_id);
       if (!p.responder)
         return;
-      nlohmann::json body = {{"tier", result.tier}, {"evicted_blocks", result.num_blocks}};
+      // hbm: blocks (their checkpoints go with them); cpu: host-tier objects.
+      nlohmann::json body = {{"tier", result.tier},
+                             {result.tier == "cpu" ? "evicted_objects" : "evicted_blocks", result.num_blocks}};
       p.responder->send(200, json_type, body.dump());
     },
   };

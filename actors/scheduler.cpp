@@ -71,7 +71,7 @@ void flush(self_ptr self) {
     }
   }
   for (auto& e : out.evictions) {
-    spdlog::info("evicted {} {} blocks", e.num_blocks, e.tier);
+    spdlog::info("evicted {} {} {}", e.num_blocks, e.tier, e.tier == "cpu" ? "objects" : "blocks");
     if (auto it = st.evict_requesters.find(e.request_id); it != st.evict_requesters.end()) {
       self->send(it->second, e);
       st.evict_requesters.erase(it);
@@ -111,6 +111,8 @@ void pump(self_ptr self) {
                 } catch (const std::exception& e) {
                   return fail_everything(self, e.what());
                 }
+                if (self->state.observer)
+                  self->state.observer(self->state.core->stats(), nullptr);
                 if (plan)
                   return run_step(self, std::move(*plan));
                 flush(self);

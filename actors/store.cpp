@@ -73,6 +73,8 @@ store_actor::behavior_type store(self_ptr self, uint8_t* arena, size_t capacity)
         for (const auto& k : step.unpins)
           if (!core->unpin(k))
             spdlog::warn("store: unpin of an object that is not pinned (hash {:016x})", k.hash);
+        if (step.evict_all)
+          out.num_evicted = core->evict_all();
       }
       for (const auto& o : step.pins) {
         store_grant g;

@@ -545,6 +545,7 @@ void to_capnp(const connector_step& x, wire::ConnectorStep::Builder b) {
   fill_structs(b.initFinished(x.finished.size()), x.finished);
   fill_structs(b.initLoads(x.loads.size()), x.loads);
   fill_structs(b.initSaves(x.saves.size()), x.saves);
+  b.setEvictAll(x.evict_all);
 }
 
 connector_step from_capnp(wire::ConnectorStep::Reader r) {
@@ -553,6 +554,7 @@ connector_step from_capnp(wire::ConnectorStep::Reader r) {
   x.finished = read_structs<transfer_result>(r.getFinished());
   x.loads = read_structs<transfer_order>(r.getLoads());
   x.saves = read_structs<transfer_order>(r.getSaves());
+  x.evict_all = r.getEvictAll();
   return x;
 }
 
@@ -581,6 +583,7 @@ void to_capnp(const connector_step_done& x, wire::ConnectorStepDone::Builder b) 
   fill_structs(b.initLoads(x.loads.size()), x.loads);
   fill_structs(b.initSaves(x.saves.size()), x.saves);
   to_capnp(x.stats, b.initStats());
+  b.setNumEvicted(x.num_evicted);
 }
 
 connector_step_done from_capnp(wire::ConnectorStepDone::Reader r) {
@@ -589,6 +592,7 @@ connector_step_done from_capnp(wire::ConnectorStepDone::Reader r) {
   x.loads = read_structs<transfer_grant>(r.getLoads());
   x.saves = read_structs<transfer_grant>(r.getSaves());
   x.stats = from_capnp(r.getStats());
+  x.num_evicted = r.getNumEvicted();
   return x;
 }
 
@@ -701,6 +705,7 @@ void to_capnp(const store_step& x, wire::StoreStep::Builder b) {
   fill_structs(b.initUnpins(x.unpins.size()), x.unpins);
   fill_structs(b.initPins(x.pins.size()), x.pins);
   fill_structs(b.initReserves(x.reserves.size()), x.reserves);
+  b.setEvictAll(x.evict_all);
 }
 
 store_step from_capnp(wire::StoreStep::Reader r) {
@@ -711,6 +716,7 @@ store_step from_capnp(wire::StoreStep::Reader r) {
   x.unpins = read_structs<object_key>(r.getUnpins());
   x.pins = read_structs<object_ref>(r.getPins());
   x.reserves = read_structs<object_ref>(r.getReserves());
+  x.evict_all = r.getEvictAll();
   return x;
 }
 
@@ -719,6 +725,7 @@ void to_capnp(const store_step_done& x, wire::StoreStepDone::Builder b) {
   fill_structs(b.initPins(x.pins.size()), x.pins);
   fill_structs(b.initReserves(x.reserves.size()), x.reserves);
   to_capnp(x.stats, b.initStats());
+  b.setNumEvicted(x.num_evicted);
 }
 
 store_step_done from_capnp(wire::StoreStepDone::Reader r) {
@@ -727,6 +734,7 @@ store_step_done from_capnp(wire::StoreStepDone::Reader r) {
   x.pins = read_structs<store_grant>(r.getPins());
   x.reserves = read_structs<store_grant>(r.getReserves());
   x.stats = from_capnp(r.getStats());
+  x.num_evicted = r.getNumEvicted();
   return x;
 }
 

@@ -85,11 +85,12 @@ struct connector_step {
   std::vector<transfer_result> finished;
   std::vector<transfer_order> loads;
   std::vector<transfer_order> saves;
+  bool evict_all = false; // POST /admin/evict {"tier":"cpu"}: drop every unpinned object first
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, connector_step& x) {
-  return f(x.header, x.finished, x.loads, x.saves);
+  return f(x.header, x.finished, x.loads, x.saves, x.evict_all);
 }
 
 // The connector's answer to one order: granted (store memory pinned or reserved at
@@ -114,11 +115,12 @@ struct connector_step_done {
   std::vector<transfer_grant> loads;
   std::vector<transfer_grant> saves;
   store_stats stats;
+  int32_t num_evicted = 0; // objects dropped by evict_all
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, connector_step_done& x) {
-  return f(x.header, x.loads, x.saves, x.stats);
+  return f(x.header, x.loads, x.saves, x.stats, x.num_evicted);
 }
 
 } // namespace ordo

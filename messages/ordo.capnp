@@ -237,6 +237,7 @@ struct ConnectorStep {
   finished @1 :List(TransferResult);
   loads @2 :List(TransferOrder);
   saves @3 :List(TransferOrder);
+  evictAll @4 :Bool;
 }
 
 struct TransferGrant {
@@ -253,6 +254,7 @@ struct ConnectorStepDone {
   loads @1 :List(TransferGrant);
   saves @2 :List(TransferGrant);
   stats @3 :StoreStats;
+  numEvicted @4 :Int32;
 }
 
 # --- messages/store.hpp -----------------------------------------------------------------------
@@ -308,6 +310,7 @@ struct StoreStep {
   unpins @3 :List(ObjectKey);
   pins @4 :List(ObjectRef);
   reserves @5 :List(ObjectRef);
+  evictAll @6 :Bool;
 }
 
 struct StoreStepDone {
@@ -315,6 +318,7 @@ struct StoreStepDone {
   pins @1 :List(StoreGrant);
   reserves @2 :List(StoreGrant);
   stats @3 :StoreStats;
+  numEvicted @4 :Int32;
 }
 
 struct StoreCorrupt {

@@ -87,10 +87,11 @@ typename Inspector::result_type inspect(Inspector& f, completion_failed& x) {
   return f(x.request_id, x.message, x.type);
 }
 
-// frontend → scheduler: drop every unreferenced cached block / checkpoint of `tier`.
+// frontend → scheduler: drop every unreferenced cached block / checkpoint of `tier`
+// ("cpu": every unpinned object of the host tier).
 struct evict_request {
   uint64_t request_id = 0; // the HTTP request it answers
-  std::string tier;        // "hbm"
+  std::string tier;        // "hbm" | "cpu"
 };
 
 template <class Inspector>

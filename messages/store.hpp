@@ -96,8 +96,9 @@ typename Inspector::result_type inspect(Inspector& f, store_grant& x) {
 }
 
 // connector → store, once per connector step. Applied in this order: commits (saves whose device
-// copy completed), aborts, unpins (loads completed), pins (loads to issue), reserves (saves to
-// issue). Every pin or reserve is answered in store_step_done, in order.
+// copy completed), aborts, unpins (loads completed), evict_all (every unpinned committed object),
+// pins (loads to issue), reserves (saves to issue). Every pin or reserve is answered in
+// store_step_done, in order.
 struct store_step {
   command_header header;
   std::vector<object_key> commits;
@@ -105,11 +106,12 @@ struct store_step {
   std::vector<object_key> unpins;
   std::vector<object_ref> pins;
   std::vector<object_ref> reserves;
+  bool evict_all = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_step& x) {
-  return f(x.header, x.commits, x.aborts, x.unpins, x.pins, x.reserves);
+  return f(x.header, x.commits, x.aborts, x.unpins, x.pins, x.reserves, x.evict_all);
 }
 
 struct store_step_done {
@@ -117,11 +119,12 @@ struct store_step_done {
   std::vector<store_grant> pins;
   std::vector<store_grant> reserves;
   store_stats stats;
+  int32_t num_evicted = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_step_done& x) {
-  return f(x.header, x.pins, x.reserves, x.stats);
+  return f(x.header, x.pins, x.reserves, x.stats, x.num_evicted);
 }
 
 // Test hook (node::test_corrupt_store): flips one data byte of every committed object of `kind`.

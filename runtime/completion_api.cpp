@@ -280,7 +280,7 @@ std::variant<completion_request, api_error> parse_completion_request(const std::
 }
 
 std::variant<std::string, api_error> parse_evict_request(const std::string& text) {
-  static const char* allowed = "tier must be one of: \"hbm\"";
+  static const char* allowed = "tier must be one of: \"hbm\", \"cpu\"";
   json body = json::parse(text, nullptr, false);
   if (body.is_discarded())
     return bad("request body is not valid JSON: expected {\"tier\": \"hbm\"}");
@@ -292,7 +292,7 @@ std::variant<std::string, api_error> parse_evict_request(const std::string& text
     return bad(std::string("tier is required: ") + allowed);
   if (!it->is_string())
     return bad(std::string(allowed) + ", got " + type_name(*it) + " " + shown(*it));
-  if (*it != "hbm")
+  if (*it != "hbm" && *it != "cpu")
     return bad(std::string(allowed) + ", got " + shown(*it));
   return it->get<std::string>();
 }

@@ -191,6 +191,15 @@ pin_status host_store::pin(const object_key& key, uint64_t expected_fingerprint,
   return pin_status::ok;
 }
 
+int32_t host_store::evict_all() {
+  std::vector<object_key> victims(lru_.begin(), lru_.end());
+  for (const auto& key : victims) {
+    drop(key);
+    ++stats_.evictions_total;
+  }
+  return static_cast<int32_t>(victims.size());
+}
+
 bool host_store::unpin(const object_key& key) {
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second.pins == 0)

@@ -108,6 +108,9 @@ public:
                  object_header& header, size_t& data_offset);
   // Drops one pin. False if `key` is not pinned.
   bool unpin(const object_key& key);
+  // Evicts every committed, unpinned object (POST /admin/evict {"tier":"cpu"}); returns how many.
+  // Pinned objects and reservations stay.
+  int32_t evict_all();
 
   uint8_t* arena() const { return arena_; }
   const host_store_stats& stats() const { return stats_; }

@@ -67,6 +67,7 @@ connector_lookup_done offload_policy::answer(const connector_lookup& lookup, con
 store_step offload_policy::to_store(const connector_step& step) const {
   store_step out;
   out.header = step.header;
+  out.evict_all = step.evict_all;
   for (const auto& f : step.finished) {
     if (f.is_save)
       (f.ok ? out.commits : out.aborts).push_back(f.key);
@@ -86,6 +87,7 @@ connector_step_done offload_policy::from_store(const connector_step& step, const
   connector_step_done out;
   out.header = step.header;
   out.stats = done.stats;
+  out.num_evicted = done.num_evicted;
   auto grants = [&](const std::vector<transfer_order>& orders, bool allowed, const std::vector<store_grant>& answers,
                     const char* refused, std::vector<transfer_grant>& into) {
     if (allowed && answers.size() != orders.size())

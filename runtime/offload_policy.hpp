@@ -39,7 +39,8 @@ public:
   connector_lookup_done answer(const connector_lookup& lookup, const store_contains_done& found) const;
 
   // The store step for a connector step: finished saves committed or aborted, finished loads
-  // unpinned, loads pinned and saves reserved (those kv_role allows; the rest are refused here).
+  // unpinned, an eviction of every unpinned object if asked, loads pinned and saves reserved
+  // (those kv_role allows; the rest are refused here).
   store_step to_store(const connector_step& step) const;
   // Grants for every order of `step`, in order, from the store's answer to to_store(step).
   connector_step_done from_store(const connector_step& step, const store_step_done& done) const;

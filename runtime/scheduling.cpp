@@ -90,6 +90,7 @@ struct scheduling::impl {
   std::vector<uint64_t> to_release; // given back in the next pool step
   std::vector<evict_request> evicts_pending;
   std::vector<evict_request> evicts_in_flight;
+  std::vector<evict_request> cpu_evicts_pending, cpu_evicts_in_flight; // tier "cpu": via the connector
   std::vector<int32_t> free_slots;
   scheduler_outbox outbox;
   scheduler_stats stats;
@@ -390,13 +391,15 @@ void scheduling::on_lookup_done(const connector_lookup_done& done) {
   d.waiting.push_back(done.request_id);
 }
 
-void scheduling::request_evict(const evict_request& request) { impl_->evicts_pending.push_back(request); }
+void scheduling::request_evict(const evict_request& request) {
+  (request.tier == "cpu" ? impl_->cpu_evicts_pending : impl_->evicts_pending).push_back(request);
+}
 
 bool scheduling::has_work() const {
   const auto& d = *impl_;
   return !d.running.empty() || !d.waiting.empty() || !d.evicts_pending.empty() || !d.to_release.empty() ||
          !d.pending_ready.empty() || !d.pending_unpins.empty() || !d.pending_commits.empty() ||
-         !d.pending_finished.empty();
+         !d.pending_finished.empty() || !d.cpu_evicts_pending.empty();
 }
 
 bool scheduling::idle() const { return impl_->loop == loop_state::idle; }
@@ -619,10 +622,13 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
   for (const auto& sr : plan.requests)
     d.prepare_saves(d.requests.at(sr.request_id), sr.first_position + static_cast<int32_t>(sr.token_ids.size()), plan,
                     saves);
-  if (loads.empty() && saves.empty() && d.pending_finished.empty())
+  if (loads.empty() && saves.empty() && d.pending_finished.empty() && d.cpu_evicts_pending.empty())
     return d.emit(std::move(plan));
   connector_step cs;
   cs.header = {d.connector_stamp.epoch(), d.connector_stamp.next()};
+  // An eviction of the host tier runs before this step's pins and reserves.
+  cs.evict_all = !d.cpu_evicts_pending.empty();
+  d.cpu_evicts_in_flight.swap(d.cpu_evicts_pending);
   cs.finished.swap(d.pending_finished);
   cs.loads = std::move(loads);
   cs.saves = std::move(saves);
@@ -650,6 +656,9 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
                            std::to_string(done.saves.size()) + " saves for " + std::to_string(d.load_meta.size()) +
                            " and " + std::to_string(d.save_meta.size()));
   d.stats.store = done.stats;
+  for (auto& e : d.cpu_evicts_in_flight)
+    d.outbox.evictions.push_back({e.request_id, e.tier, done.num_evicted});
+  d.cpu_evicts_in_flight.clear();
   step_plan plan = std::move(d.plan_in_progress);
   const int32_t bs = d.opt.block_size;
 

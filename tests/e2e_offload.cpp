@@ -254,3 +254,27 @@ TEST_CASE("offload: the same prompt sent twice at once after an eviction: both r
     CHECK((from_cpu(r) == 768 || r["ordo"]["from"]["hbm"] == 704));
   }
 }
+
+TEST_CASE("offload: POST /admin/evict {\"tier\":\"cpu\"} empties the host tier; the next resend recomputes, exact") {
+  auto node = start_node("configs/default.toml", offload());
+  auto prompt = token_prompt(768, 51);
+  auto cold = complete(node.port, prompt);
+  CHECK(metric(node.port, "ordo_store_objects") == 5);
+  auto res = http_post(node.port, "/admin/evict", R"({"tier":"cpu"})");
+  REQUIRE(res.status == 200);
+  CHECK(json::parse(res.body) == json{{"tier", "cpu"}, {"evicted_objects", 5}});
+  CHECK(metric(node.port, "ordo_store_objects") == 0);
+  evict_hbm(node.port);
+  auto warm = complete(node.port, prompt);
+  CHECK(from_cpu(warm) == 0);
+  CHECK(resume_at(warm) == 0);
+  CHECK(digest(warm) == digest(cold));
+  // Stored again by that run: the next eviction of HBM resumes from the host tier.
+  evict_hbm(node.port);
+  CHECK(from_cpu(complete(node.port, prompt)) == 768);
+  // Without the offload connector there is nothing to evict.
+  auto plain = start_node("configs/default.toml");
+  auto none = http_post(plain.port, "/admin/evict", R"({"tier":"cpu"})");
+  REQUIRE(none.status == 200);
+  CHECK(json::parse(none.body)["evicted_objects"] == 0);
+}

@@ -183,8 +183,8 @@ TEST_CASE("pool, connector and store messages round-trip", "[capnp]") {
 
   pool_step_done psd;
   psd.header = {3, 4};
-  psd.results = {{big, true, 2, {0, 1, 5}, 4, big, {11, 12}, {{128, UINT64_MAX, {13, 14}}, {192, 1, {}}}},
-                 {8, false, -1, {}, 0, 0, {}, {}}};
+  psd.results = {{big, true, 2, {0, 1, 5}, 4, big, {11, 12}, {{128, UINT64_MAX, {13, 14}}, {192, 1, {}}}, {21, 22}},
+                 {8, false, -1, {}, 0, 0, {}, {}, {}}};
   psd.num_evicted = 3;
   psd.num_free = -2;
   psd.num_cached = 100;

@@ -134,17 +134,18 @@ TEST_CASE("temperature, seed, stream, cache_salt, model and n are type-checked")
   CHECK(contains(err(R"({"prompt":"a","n":2})").message, "n must be 1"));
 }
 
-TEST_CASE("evict body names a tier; only hbm is allowed") {
+TEST_CASE("evict body names a tier: hbm or cpu") {
   auto r = parse_evict_request(R"({"tier":"hbm"})");
   REQUIRE(std::holds_alternative<std::string>(r));
   CHECK(std::get<std::string>(r) == "hbm");
-  for (const char* body : {R"({"tier":"cpu"})", R"({"tier":3})", "{}", "[]", "nope"}) {
+  CHECK(std::get<std::string>(parse_evict_request(R"({"tier":"cpu"})")) == "cpu");
+  for (const char* body : {R"({"tier":"disk"})", R"({"tier":3})", "{}", "[]", "nope"}) {
     auto e = parse_evict_request(body);
     REQUIRE(std::holds_alternative<api_error>(e));
     CHECK(std::get<api_error>(e).status == 400);
   }
-  CHECK(contains(std::get<api_error>(parse_evict_request(R"({"tier":"cpu"})")).message,
-                 "tier must be one of: \"hbm\", got \"cpu\""));
+  CHECK(contains(std::get<api_error>(parse_evict_request(R"({"tier":"disk"})")).message,
+                 "tier must be one of: \"hbm\", \"cpu\", got \"disk\""));
 }
 
 TEST_CASE("a finished request renders in OpenAI shape with the ordo object") {

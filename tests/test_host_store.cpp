@@ -570,3 +570,27 @@ TEST_CASE("object checksum: concurrent callers share the hashing threads and agr
   for (auto g : got)
     CHECK(g == want);
 }
+
+TEST_CASE("host store: evict_all drops every committed unpinned object, keeps pins and reservations") {
+  std::vector<uint8_t> arena(1 << 16);
+  host_store store(arena.data(), arena.size());
+  auto key = [](uint64_t h) { return object_key{1, h, 0}; };
+  size_t offset = 0;
+  object_header h;
+  for (uint64_t k = 1; k <= 4; ++k) {
+    h.boundary_hash = k;
+    h.layout_fingerprint = 1;
+    REQUIRE(store.reserve(key(k), h, 100, offset) == reserve_status::ok);
+    if (k != 4)
+      REQUIRE(store.commit(key(k)));
+  }
+  object_header got;
+  REQUIRE(store.pin(key(2), 1, 2, got, offset) == pin_status::ok);
+  CHECK(store.evict_all() == 2); // 1 and 3; 2 is pinned, 4 is still being written
+  CHECK_FALSE(store.contains(key(1)));
+  CHECK(store.contains(key(2)));
+  CHECK_FALSE(store.contains(key(3)));
+  CHECK(store.commit(key(4)));
+  CHECK(store.stats().evictions_total == 2);
+  CHECK(store.check_invariants().empty());
+}

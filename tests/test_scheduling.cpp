@@ -34,7 +34,7 @@ struct harness {
   void drain_outbox() {
     auto out = sched.take_outbox();
     for (auto& l : out.lookups)
-      sched.on_lookup_done({l.request_id, 0, 0, "none"});
+      sched.on_lookup_done({l.request_id, 0, 0, "none", {}, {}});
     results.insert(results.end(), out.results.begin(), out.results.end());
     chunks.insert(chunks.end(), out.chunks.begin(), out.chunks.end());
     evictions.insert(evictions.end(), out.evictions.begin(), out.evictions.end());
