@@ -396,6 +396,7 @@ void to_capnp(const pool_step& x, wire::PoolStep::Builder b) {
   fill_structs(b.initGrows(x.grows.size()), x.grows);
   fill_list(b.initImagesReady(x.images_ready.size()), x.images_ready);
   fill_structs(b.initUnpins(x.unpins.size()), x.unpins);
+  fill_structs(b.initImageAborts(x.image_aborts.size()), x.image_aborts);
 }
 
 pool_step from_capnp(wire::PoolStep::Reader r) {
@@ -407,6 +408,7 @@ pool_step from_capnp(wire::PoolStep::Reader r) {
   x.grows = read_structs<block_grow>(r.getGrows());
   x.images_ready = read_list<uint64_t>(r.getImagesReady());
   x.unpins = read_structs<image_unpin>(r.getUnpins());
+  x.image_aborts = read_structs<image_unpin>(r.getImageAborts());
   return x;
 }
 

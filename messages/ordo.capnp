@@ -171,6 +171,7 @@ struct PoolStep {
   grows @4 :List(BlockGrow);
   imagesReady @5 :List(UInt64);
   unpins @6 :List(ImageUnpin);
+  imageAborts @7 :List(ImageUnpin);
 }
 
 struct GrowResult {

@@ -83,8 +83,8 @@ typename Inspector::result_type inspect(Inspector& f, image_unpin& x) {
   return f(x.request_id, x.hash);
 }
 
-// scheduler → block_pool. Applied in this order: images_ready, unpins, commits, releases,
-// evict, grows (in order).
+// scheduler → block_pool. Applied in this order: images_ready, unpins, image_aborts, commits,
+// releases, evict, grows (in order).
 struct pool_step {
   command_header header;
   std::vector<uint64_t> releases; // requests whose blocks are given back (finished, preempted)
@@ -93,11 +93,14 @@ struct pool_step {
   std::vector<block_grow> grows;
   std::vector<uint64_t> images_ready; // images whose checkpoint copy completed: COPYING → READY
   std::vector<image_unpin> unpins;
+  // COPYING images a request will never copy (it resumed above them from the host tier): their
+  // units are given back (and cleared) now rather than when the request ends.
+  std::vector<image_unpin> image_aborts;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pool_step& x) {
-  return f(x.header, x.releases, x.commits, x.evict_hbm, x.grows, x.images_ready, x.unpins);
+  return f(x.header, x.releases, x.commits, x.evict_hbm, x.grows, x.images_ready, x.unpins, x.image_aborts);
 }
 
 struct grow_result {

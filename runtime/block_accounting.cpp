@@ -47,6 +47,9 @@ pool_step_done block_accounting::apply(const pool_step& step) {
     mark_ready(hash);
   for (const auto& u : step.unpins)
     unpin(u.request_id, u.hash);
+  for (const auto& a : step.image_aborts)
+    if (auto it = images_.find(a.hash); it != images_.end() && !it->second.ready && it->second.owner == a.request_id)
+      evict_image(a.hash);
   // Commits before releases: a finishing request's last full blocks still enter the index.
   for (const auto& c : step.commits)
     commit(c);

@@ -104,6 +104,7 @@ struct scheduling::impl {
   std::vector<int32_t> pending_clears;       // units given back, for the next plan
   std::vector<uint64_t> step_ready, pending_ready;     // images copied by the step / to report
   std::vector<image_unpin> step_unpins, pending_unpins; // restores done by the step / to report
+  std::vector<image_unpin> pending_aborts;               // reserved images a request skipped
   uint64_t next_order = 0;
   // Host tier: the turn's plan waits for the connector's grants.
   sequence_stamp connector_stamp;
@@ -399,7 +400,7 @@ bool scheduling::has_work() const {
   const auto& d = *impl_;
   return !d.running.empty() || !d.waiting.empty() || !d.evicts_pending.empty() || !d.to_release.empty() ||
          !d.pending_ready.empty() || !d.pending_unpins.empty() || !d.pending_commits.empty() ||
-         !d.pending_finished.empty() || !d.cpu_evicts_pending.empty();
+         !d.pending_finished.empty() || !d.cpu_evicts_pending.empty() || !d.pending_aborts.empty();
 }
 
 bool scheduling::idle() const { return impl_->loop == loop_state::idle; }
@@ -412,6 +413,7 @@ std::optional<pool_step> scheduling::next_pool_step() {
   step.header = {d.pool_stamp.epoch(), d.pool_stamp.next()};
   step.images_ready.swap(d.pending_ready);
   step.unpins.swap(d.pending_unpins);
+  step.image_aborts.swap(d.pending_aborts);
   step.commits.swap(d.pending_commits);
   step.releases.swap(d.to_release);
   step.evict_hbm = !d.evicts_pending.empty();
@@ -699,6 +701,15 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
       r.needs_reset = false;
       r.num_computed = B;
       r.parked = true;
+      // Images reserved below B will never be copied: their units go back now.
+      for (auto img = r.images.begin(); img != r.images.end();) {
+        if (img->position >= B) {
+          ++img;
+          continue;
+        }
+        d.pending_aborts.push_back({r.spec.request_id, img->hash});
+        img = r.images.erase(img);
+      }
       d.step_parked.push_back(r.spec.request_id);
       if (r.num_preemptions == 0) {
         r.from_cpu = loaded_end - H;

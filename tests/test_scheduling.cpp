@@ -989,3 +989,32 @@ TEST_CASE("scheduling offload: kv_role decides whether loads and saves are order
     CHECK(kv_saves_of(h, 1) == std::vector<int32_t>{256, 512});
   }
 }
+
+TEST_CASE("scheduling offload: images reserved below the host resume point are given back after the load") {
+  offload_harness h(hybrid_offload_options());
+  h.add_held(1, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+  REQUIRE(h.turn()); // admission: units reserved at 256, 512, 704 (the load's) and 768
+  REQUIRE(h.turns[0].pool_done.results.size() == 1);
+  auto reserved = h.turns[0].pool_done.results[0].reserved;
+  REQUIRE(reserved.size() == 4);
+  REQUIRE(h.turn()); // the next pool step, after the load step completed
+  const auto& aborts = h.turns[1].pool.image_aborts;
+  std::vector<uint64_t> hashes;
+  for (const auto& a : aborts) {
+    CHECK(a.request_id == 1);
+    hashes.push_back(a.hash);
+  }
+  std::vector<uint64_t> below;
+  for (const auto& r : reserved)
+    if (r.position < 704)
+      below.push_back(r.hash);
+  CHECK(hashes == below);
+  // Their units came back to the pool in that step, to be cleared.
+  for (const auto& r : reserved)
+    if (r.position < 704)
+      for (auto u : r.units)
+        CHECK(std::count(h.turns[1].pool_done.clears.begin(), h.turns[1].pool_done.clears.end(), u) == 1);
+  h.run();
+  CHECK(h.result(1).resume_at == 704);
+  CHECK(h.pool.check_invariants().empty());
+}
