@@ -20,24 +20,6 @@ struct store_state {
 
 using self_ptr = store_actor::stateful_pointer<store_state>;
 
-store_stats stats_of(const host_store* core) {
-  store_stats s;
-  if (!core)
-    return s;
-  const auto& c = core->stats();
-  s.num_objects = c.num_objects;
-  s.bytes_used = c.bytes_used;
-  s.bytes_capacity = c.bytes_capacity;
-  s.commits_total = c.commits_total;
-  s.evictions_total = c.evictions_total;
-  s.pins_total = c.pins_total;
-  s.misses_total = c.misses_total;
-  s.checksum_failures_total = c.checksum_failures_total;
-  s.header_failures_total = c.header_failures_total;
-  s.rejected_total = c.rejected_total;
-  return s;
-}
-
 store_actor::behavior_type store(self_ptr self, uint8_t* arena, size_t capacity) {
   if (arena && capacity > 0)
     self->state.core = std::make_unique<host_store>(arena, capacity);
@@ -125,7 +107,7 @@ store_actor::behavior_type store(self_ptr self, uint8_t* arena, size_t capacity)
         }
         out.reserves.push_back(std::move(g));
       }
-      out.stats = stats_of(core);
+      out.stats = core ? core->stats() : store_stats{};
       return out;
     },
     [=](const store_corrupt& c) -> int32_t {

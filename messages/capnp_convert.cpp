@@ -647,6 +647,8 @@ void to_capnp(const store_stats& x, wire::StoreStats::Builder b) {
   b.setChecksumFailuresTotal(x.checksum_failures_total);
   b.setHeaderFailuresTotal(x.header_failures_total);
   b.setRejectedTotal(x.rejected_total);
+  b.setReservesTotal(x.reserves_total);
+  b.setAbortsTotal(x.aborts_total);
 }
 
 store_stats from_capnp(wire::StoreStats::Reader r) {
@@ -661,6 +663,8 @@ store_stats from_capnp(wire::StoreStats::Reader r) {
   x.checksum_failures_total = r.getChecksumFailuresTotal();
   x.header_failures_total = r.getHeaderFailuresTotal();
   x.rejected_total = r.getRejectedTotal();
+  x.reserves_total = r.getReservesTotal();
+  x.aborts_total = r.getAbortsTotal();
   return x;
 }
 

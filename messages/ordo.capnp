@@ -286,6 +286,8 @@ struct StoreStats {
   checksumFailuresTotal @7 :Int64;
   headerFailuresTotal @8 :Int64;
   rejectedTotal @9 :Int64;
+  reservesTotal @10 :Int64;
+  abortsTotal @11 :Int64;
 }
 
 struct ObjectRef {

@@ -45,23 +45,27 @@ typename Inspector::result_type inspect(Inspector& f, store_contains_done& x) {
 }
 
 // Occupancy of the store, for metrics.
+// The store's own counters (runtime/host_store keeps exactly this struct).
 struct store_stats {
-  int64_t num_objects = 0;
-  int64_t bytes_used = 0;
+  int64_t num_objects = 0;           // committed
+  int64_t bytes_used = 0;            // reserved + committed, headers and alignment included
   int64_t bytes_capacity = 0;
   int64_t commits_total = 0;
   int64_t evictions_total = 0;
-  int64_t pins_total = 0;
-  int64_t misses_total = 0;
+  int64_t pins_total = 0;            // pins answered ok
+  int64_t misses_total = 0;          // pins that found nothing (absent, evicted or not committed)
   int64_t checksum_failures_total = 0;
   int64_t header_failures_total = 0;
-  int64_t rejected_total = 0;
+  int64_t rejected_total = 0;        // reserves answered too_large or no_space
+  int64_t reserves_total = 0;        // reserves answered ok
+  int64_t aborts_total = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_stats& x) {
   return f(x.num_objects, x.bytes_used, x.bytes_capacity, x.commits_total, x.evictions_total, x.pins_total,
-           x.misses_total, x.checksum_failures_total, x.header_failures_total, x.rejected_total);
+           x.misses_total, x.checksum_failures_total, x.header_failures_total, x.rejected_total, x.reserves_total,
+           x.aborts_total);
 }
 
 // One stored object as the connector and the store describe it (DESIGN §4). A KV chunk object

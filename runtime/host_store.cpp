@@ -19,7 +19,6 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // The header takes a whole number of alignment units, so the data that follows stays aligned.
 constexpr size_t header_span = (sizeof(object_header) + object_alignment - 1) / object_alignment * object_alignment;
 
-size_t span_of(size_t data_bytes) { return round_up(header_span + data_bytes, object_alignment); }
 
 std::string key_text(const object_key& k) {
   return "(" + std::to_string(k.namespace_id) + ", " + std::to_string(k.hash) + ", " + std::to_string(k.kind) + ")";
@@ -65,6 +64,8 @@ const char* to_string(pin_status s) {
   return "unknown";
 }
 
+size_t host_store::object_span(size_t data_bytes) { return round_up(header_span + data_bytes, object_alignment); }
+
 host_store::host_store(uint8_t* arena, size_t capacity_bytes) : arena_(arena), capacity_(capacity_bytes) {
   if (capacity_ > 0)
     free_.emplace(0, capacity_);
@@ -75,12 +76,12 @@ reserve_status host_store::reserve(const object_key& key, const object_header& h
                                    size_t& data_offset) {
   if (objects_.count(key))
     return reserve_status::exists;
-  // The first test keeps span_of from overflowing on absurd sizes.
-  if (data_bytes > capacity_ || span_of(data_bytes) > capacity_) {
+  // The first test keeps object_span from overflowing on absurd sizes.
+  if (data_bytes > capacity_ || object_span(data_bytes) > capacity_) {
     ++stats_.rejected_total;
     return reserve_status::too_large;
   }
-  const size_t span = span_of(data_bytes);
+  const size_t span = object_span(data_bytes);
   size_t offset = 0;
   if (!allocate(span, offset)) {
     // Evict only when evicting every evictable object would make room: a reserve that cannot
@@ -282,7 +283,7 @@ std::string host_store::check_invariants() const {
   int64_t committed = 0, writing = 0, idle = 0, used = 0;
   for (const auto& [key, o] : objects_) {
     const std::string name = "object " + key_text(key);
-    if (o.offset % object_alignment != 0 || o.span != span_of(o.header.data_bytes) ||
+    if (o.offset % object_alignment != 0 || o.span != object_span(o.header.data_bytes) ||
         o.data_offset != o.offset + header_span)
       return name + " has a bad offset or span";
     if (o.header.kind != key.kind)

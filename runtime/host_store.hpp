@@ -69,25 +69,13 @@ enum class pin_status : uint8_t {
 };
 const char* to_string(pin_status s);
 
-struct host_store_stats {
-  int64_t num_objects = 0;     // committed
-  int64_t bytes_used = 0;      // reserved + committed, headers and alignment included
-  int64_t bytes_capacity = 0;
-  int64_t reserves_total = 0;        // reserves answered ok
-  int64_t commits_total = 0;
-  int64_t aborts_total = 0;
-  int64_t evictions_total = 0;
-  int64_t pins_total = 0;            // pins answered ok
-  int64_t misses_total = 0;          // pins that found nothing (absent, evicted or not committed)
-  int64_t checksum_failures_total = 0;
-  int64_t header_failures_total = 0;
-  int64_t rejected_total = 0;        // reserves answered too_large or no_space
-};
-
 class host_store {
 public:
   // `arena` of `capacity_bytes` stays owned by the caller and must outlive the store.
   host_store(uint8_t* arena, size_t capacity_bytes);
+
+  // Arena bytes an object of `data_bytes` takes: its header and data, each 64-byte aligned.
+  static size_t object_span(size_t data_bytes);
 
   // Reserves room for `data_bytes` of data under `key`; `header` describes it (kind and
   // data_bytes are taken from `key` and `data_bytes`; checksum and magic are filled by commit).
@@ -113,7 +101,7 @@ public:
   int32_t evict_all();
 
   uint8_t* arena() const { return arena_; }
-  const host_store_stats& stats() const { return stats_; }
+  const store_stats& stats() const { return stats_; }
   // Checks every internal invariant; returns a description of the first violation or "".
   std::string check_invariants() const;
 
@@ -151,7 +139,7 @@ private:
   std::map<size_t, size_t> free_; // offset → length, coalesced
   std::unordered_map<object_key, object, object_key_hash> objects_;
   std::list<object_key> lru_; // committed unpinned, front = least recently used
-  host_store_stats stats_;
+  store_stats stats_;
   int64_t num_dropped_ = 0; // committed objects dropped by a failed pin (for check_invariants)
 };
 

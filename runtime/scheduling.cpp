@@ -190,8 +190,19 @@ struct scheduling::impl {
     requests.erase(r.spec.request_id);
   }
 
-  object_key key_of(uint64_t hash, object_kind kind) const {
-    return {opt.namespace_id, hash, static_cast<uint8_t>(kind)};
+  // The KV chunk object of the full blocks [first, last) of `r`, filed under its last block's hash.
+  object_ref kv_object(const request& r, int32_t first, int32_t last) const {
+    const int32_t blocks = (last - first) / opt.block_size;
+    return {{opt.namespace_id, r.hashes[static_cast<size_t>(last / opt.block_size - 1)],
+             static_cast<uint8_t>(object_kind::kv_chunk)},
+            first, last - first, blocks, static_cast<uint64_t>(blocks) * opt.unit_bytes};
+  }
+
+  // The state image of `r` after `position` tokens, filed under the hash of the block ending there.
+  object_ref state_object(const request& r, int32_t position) const {
+    return {{opt.namespace_id, r.hashes[static_cast<size_t>(position / opt.block_size - 1)],
+             static_cast<uint8_t>(object_kind::state_image)},
+            0, position, opt.units_per_image, static_cast<uint64_t>(opt.units_per_image) * opt.unit_bytes};
   }
 
   // SPEC C2: the largest point the host tier alone could resume `r` at. A full-prompt hit is
@@ -228,8 +239,7 @@ struct scheduling::impl {
         return; // cannot happen: objects hold full blocks of this prompt
       transfer_meta m;
       m.request_id = r.spec.request_id;
-      m.object = {key_of(c.hash, object_kind::kv_chunk), first, end - first, c.num_blocks,
-                  static_cast<uint64_t>(c.num_blocks) * opt.unit_bytes};
+      m.object = kv_object(r, first, end);
       for (int32_t b = c.first_block; b < c.first_block + c.num_blocks; ++b)
         m.units.push_back(b < H / bs ? -1 : r.block_table[static_cast<size_t>(b)]);
       m.boundary = B;
@@ -238,8 +248,7 @@ struct scheduling::impl {
     if (opt.has_recurrent_state) {
       transfer_meta m;
       m.request_id = r.spec.request_id;
-      m.object = {key_of(r.hashes[static_cast<size_t>(B / bs - 1)], object_kind::state_image), 0, B,
-                  opt.units_per_image, static_cast<uint64_t>(opt.units_per_image) * opt.unit_bytes};
+      m.object = state_object(r, B);
       m.boundary = B;
       auto img = std::find_if(r.images.begin(), r.images.end(), [&](const reserved_image& i) { return i.position == B; });
       if (img != r.images.end()) { // the loaded image becomes this request's HBM checkpoint at B
@@ -270,9 +279,7 @@ struct scheduling::impl {
     auto kv_save = [&](int32_t first, int32_t last) {
       transfer_meta m;
       m.request_id = r.spec.request_id;
-      int32_t n = (last - first) / bs;
-      m.object = {key_of(r.hashes[static_cast<size_t>(last / bs - 1)], object_kind::kv_chunk), first, last - first, n,
-                  static_cast<uint64_t>(n) * opt.unit_bytes};
+      m.object = kv_object(r, first, last);
       for (int32_t b = first / bs; b < last / bs; ++b)
         m.units.push_back(r.block_table[static_cast<size_t>(b)]);
       m.boundary = last;
@@ -290,8 +297,7 @@ struct scheduling::impl {
         continue;
       transfer_meta m;
       m.request_id = r.spec.request_id;
-      m.object = {key_of(r.hashes[static_cast<size_t>(c.position / bs - 1)], object_kind::state_image), 0, c.position,
-                  opt.units_per_image, static_cast<uint64_t>(opt.units_per_image) * opt.unit_bytes};
+      m.object = state_object(r, c.position);
       m.units = c.units;
       orders.push_back({m.request_id, m.object});
       save_meta.push_back(std::move(m));

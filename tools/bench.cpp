@@ -21,6 +21,7 @@
 #include "runtime/device_registry.hpp"
 #include "runtime/host_store.hpp"
 #include "runtime/kernel_table.hpp"
+#include "runtime/kv_codec.hpp"
 #include "runtime/layouts.hpp"
 #include "runtime/model_presets.hpp"
 #include "runtime/step_executor.hpp"
@@ -450,34 +451,21 @@ int run_bench_offload(const bench_offload_options& o) {
     model mdl(to_model_options(cfg), *dev);
     auto table = make_kernel_table(*dev);
     const auto& fields = mdl.kv_fields();
-    std::vector<uint8_t*> regions;
-    std::vector<uint64_t> block_bytes;
-    size_t unit_bytes = 0, max_block = 0;
-    for (const auto& f : fields) {
-      regions.push_back(static_cast<uint8_t*>(f.region));
-      block_bytes.push_back(f.block_bytes());
-      unit_bytes += f.block_bytes();
-      max_block = std::max(max_block, f.block_bytes());
-    }
+    // The arena's fields as the step executor hands them to unit_copy (runtime/kv_codec.hpp).
+    unit_copy_fields copy_fields(fields, *dev);
     // Chunk c takes units [c·blocks_per_chunk, (c+1)·blocks_per_chunk) of a seeded shuffle of the arena.
     std::vector<int32_t> unit_ids(static_cast<size_t>(cfg.num_blocks));
     std::iota(unit_ids.begin(), unit_ids.end(), 0);
     std::shuffle(unit_ids.begin(), unit_ids.end(), std::mt19937(12345));
     unit_ids.resize(static_cast<size_t>(num_units));
-    auto* regions_d = static_cast<uint8_t**>(dev->alloc_device(regions.size() * sizeof(uint8_t*)));
-    auto* block_bytes_d = static_cast<uint64_t*>(dev->alloc_device(block_bytes.size() * sizeof(uint64_t)));
     auto* unit_ids_d = static_cast<int32_t*>(dev->alloc_device(unit_ids.size() * sizeof(int32_t)));
-    dev->copy_async(stream_kind::load, regions_d, regions.data(), regions.size() * sizeof(uint8_t*));
-    dev->copy_async(stream_kind::load, block_bytes_d, block_bytes.data(), block_bytes.size() * sizeof(uint64_t));
     dev->copy_async(stream_kind::load, unit_ids_d, unit_ids.data(), unit_ids.size() * sizeof(int32_t));
     dev->synchronize();
 
-    // The store's arena holds exactly the N objects (header + data, each 64-byte aligned).
-    const size_t chunk_bytes = unit_bytes * static_cast<size_t>(blocks_per_chunk);
+    // The store's arena holds exactly the N objects.
+    const size_t chunk_bytes = kv_chunk_object_bytes(fields, blocks_per_chunk);
     const size_t total = chunk_bytes * static_cast<size_t>(o.chunks);
-    const size_t header_span = (sizeof(object_header) + object_alignment - 1) / object_alignment * object_alignment;
-    const size_t span = (header_span + chunk_bytes + object_alignment - 1) / object_alignment * object_alignment;
-    const size_t capacity = span * static_cast<size_t>(o.chunks);
+    const size_t capacity = host_store::object_span(chunk_bytes) * static_cast<size_t>(o.chunks);
     auto* arena = static_cast<uint8_t*>(dev->alloc_host_pinned(capacity));
     auto* scratch = dev->alloc_device(total);
 
@@ -500,13 +488,11 @@ int run_bench_offload(const bench_offload_options& o) {
       return object_key{1, static_cast<uint64_t>(c) + 1, static_cast<uint8_t>(object_kind::kv_chunk)};
     };
     auto launch = [&](int32_t c, uint8_t* host, bool to_host) {
-      unit_copy_args a;
-      a.regions = regions_d, a.block_bytes = block_bytes_d, a.host = host;
-      a.unit_ids = unit_ids_d + static_cast<size_t>(c) * static_cast<size_t>(blocks_per_chunk);
-      a.num_fields = static_cast<int32_t>(fields.size()), a.num_units = blocks_per_chunk, a.max_block_bytes = max_block;
-      a.direction = to_host ? unit_copy_direction::gather : unit_copy_direction::scatter;
-      a.segment_major = true;
-      table->unit_copy(to_host ? stream_kind::save : stream_kind::load, a);
+      const int32_t* ids = unit_ids_d + static_cast<size_t>(c) * static_cast<size_t>(blocks_per_chunk);
+      table->unit_copy(to_host ? stream_kind::save : stream_kind::load,
+                       chunk_copy_args(copy_fields, ids, blocks_per_chunk, host,
+                                       to_host ? unit_copy_direction::gather : unit_copy_direction::scatter,
+                                       /*segment_major=*/true));
     };
 
     // SAVE: reserve and gather every chunk, one synchronize, then commit (checksum) each. A fresh
@@ -564,8 +550,6 @@ int run_bench_offload(const bench_offload_options& o) {
     dev->free_device(scratch);
     dev->free_host_pinned(arena);
     dev->free_device(unit_ids_d);
-    dev->free_device(block_bytes_d);
-    dev->free_device(regions_d);
 
     const double memcpy_h2d_gbps = gbps(static_cast<double>(total), memcpy_h2d);
     const double memcpy_d2h_gbps = gbps(static_cast<double>(total), memcpy_d2h);
