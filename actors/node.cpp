@@ -87,6 +87,7 @@ int node::start() {
   d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);
   auto& sys = *d.sys;
   const bool offload = d.cfg.connector == "offload";
+  const bool role_loads = d.cfg.kv_role != "kv_producer", role_saves = d.cfg.kv_role != "kv_consumer";
   size_t arena_bytes = offload ? static_cast<size_t>(d.cfg.store_capacity_mb) << 20 : 0;
   d.dev = dev;
   if (arena_bytes > 0)
@@ -99,8 +100,8 @@ int node::start() {
     o.namespace_id = ns;
     o.block_size = d.cfg.block_size;
     o.chunk_size = d.cfg.chunk_size;
-    o.loads = d.cfg.kv_role != "kv_producer";
-    o.saves = d.cfg.kv_role != "kv_consumer";
+    o.loads = role_loads;
+    o.saves = role_saves;
     policy = o;
     spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
                  dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, d.cfg.kv_role);
@@ -127,15 +128,15 @@ int node::start() {
   if (sched_opts.checkpoint_interval != d.cfg.checkpoint_interval)
     spdlog::warn("cache.checkpoint_interval = {} is not a multiple of cache.block_size = {}: snapped down to {}",
                  d.cfg.checkpoint_interval, d.cfg.block_size, sched_opts.checkpoint_interval);
-  sched_opts.units_per_image =
-      geo.has_recurrent_state ? page_units(mdl->kv_fields(), mdl->state_slots()).units_per_image() : 0;
+  const page_units units(mdl->kv_fields(), mdl->state_slots());
+  sched_opts.units_per_image = geo.has_recurrent_state ? units.units_per_image() : 0;
   sched_opts.eos_id = geo.eos_id;
   sched_opts.namespace_id = ns;
   sched_opts.offload = offload;
-  sched_opts.offload_loads = d.cfg.kv_role != "kv_producer";
-  sched_opts.offload_saves = d.cfg.kv_role != "kv_consumer";
+  sched_opts.offload_loads = role_loads;
+  sched_opts.offload_saves = role_saves;
   sched_opts.chunk_size = d.cfg.chunk_size;
-  sched_opts.unit_bytes = page_units(mdl->kv_fields(), mdl->state_slots()).unit_bytes();
+  sched_opts.unit_bytes = units.unit_bytes();
   auto metrics = d.metrics;
   auto scheduler = spawn_scheduler(sys, sched_opts, {pool, runner, connector},
                                    [metrics](const scheduler_stats& s, const completion_result* r) {
