@@ -78,7 +78,11 @@ int node::start() {
   if (!mismatch.empty())
     throw std::runtime_error("KV arena does not match its region layout: " + mismatch);
   auto layout_id = state_layout_id(mdl->state_slots());
-  namespace_inputs ns_in{d.cfg.preset, d.cfg.size, d.cfg.model_seed, d.cfg.kv, d.cfg.block_size, d.cfg.chunk_size};
+  namespace_inputs ns_in;
+  ns_in.preset = d.cfg.preset, ns_in.size = d.cfg.size, ns_in.seed = d.cfg.model_seed, ns_in.kv = d.cfg.kv;
+  ns_in.block_size = d.cfg.block_size, ns_in.chunk_size = d.cfg.chunk_size;
+  if (model_opts.matmul != matmul_mode::exact)
+    ns_in.matmul_numerics = std::string(to_string(model_opts.matmul)) + "@" + dev->name();
   uint64_t ns = namespace_digest(ns_in, mdl->dims(), layout_id);
   spdlog::info("ordo node: {} | device {} | namespace {:016x} | state layout {}", describe(d.cfg), dev->name(), ns,
                layout_id);

@@ -11,12 +11,17 @@
 // HIP's shuffles take no mask; the project always shuffles whole warps.
 #define ORDO_SHFL_XOR(v, m) __shfl_xor((v), (m))
 #define ORDO_DEVICE_TRAP() abort()
+// gfx90a's matrix cores have no TF32 operands: device.matmul = "tf32" is refused on AMD.
+#define ORDO_HAS_TF32_MMA 0
 #else
 #include <cuda_runtime.h>
 #define ORDO_GPU_VENDOR "nvidia"
 #define ORDO_WARP_SIZE 32
 #define ORDO_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
 #define ORDO_DEVICE_TRAP() __trap()
+// Hopper's tensor cores through the WMMA API: 16×16×8 TF32 tiles with fp32 accumulators.
+#include <mma.h>
+#define ORDO_HAS_TF32_MMA 1
 
 using hipError_t = cudaError_t;
 using hipStream_t = cudaStream_t;

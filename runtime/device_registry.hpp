@@ -16,8 +16,9 @@ struct gpu_backend {
   std::string name; // "hip-nvidia", "hip-amd"
   std::function<int()> device_count;
   std::function<std::unique_ptr<device>(int ordinal)> make_device;
-  // The kernel table for `dev`, or nullptr when `dev` is not this backend's device.
-  std::function<std::unique_ptr<kernel_table>(device& dev)> make_kernel_table;
+  // The kernel table for `dev`, or nullptr when `dev` is not this backend's device; throws
+  // std::invalid_argument when the backend cannot honour `options`.
+  std::function<std::unique_ptr<kernel_table>(device& dev, const kernel_options& options)> make_kernel_table;
 };
 
 // Called once per backend from a static initialiser; returns true so it can initialise a bool.

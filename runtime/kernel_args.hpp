@@ -11,6 +11,13 @@
 
 namespace ordo {
 
+// How the matmul op computes (device.matmul). `exact`: the CPU reference's per-lane order, bitwise
+// equal on every device. `tf32`: matrix units with TF32 operands and fp32 accumulation, k in a
+// fixed ascending order with no split-K, so still batch-invariant and deterministic on one kind of
+// GPU, but not equal to the CPU (gpu_check reports its error against the CPU).
+enum class matmul_mode : uint8_t { exact, tf32 };
+const char* to_string(matmul_mode m);
+
 // y[r, 0:out] (+)= x[r, 0:in] · W[out × in]ᵀ
 struct matmul_args {
   const float* x = nullptr;

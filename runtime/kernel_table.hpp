@@ -10,6 +10,10 @@
 
 namespace ordo {
 
+struct kernel_options {
+  matmul_mode matmul = matmul_mode::exact;
+};
+
 class kernel_table {
 public:
   virtual ~kernel_table() = default;
@@ -34,7 +38,8 @@ public:
 };
 
 // The table for `dev`: the CPU reference table when dev.runs_host_work(); throws
-// std::invalid_argument for a device without a kernel table yet.
-std::unique_ptr<kernel_table> make_kernel_table(device& dev);
+// std::invalid_argument for a device without a kernel table yet, or one that cannot honour
+// `options` (tf32 needs a GPU with TF32 matrix units).
+std::unique_ptr<kernel_table> make_kernel_table(device& dev, const kernel_options& options = {});
 
 } // namespace ordo

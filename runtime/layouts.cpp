@@ -32,7 +32,7 @@ std::string canonical_namespace(const namespace_inputs& in, const model_dims& d,
                                                                       std::to_string(d.ple_buckets) + "/" +
                                                                       std::to_string(d.ple_n)
                                                                 : std::string("0")) +
-         "|state=" + layout_id;
+         "|state=" + layout_id + (in.matmul_numerics.empty() ? "" : "|matmul=" + in.matmul_numerics);
 }
 
 uint64_t namespace_digest(const namespace_inputs& in, const model_dims& dims, const std::string& layout_id) {

@@ -34,6 +34,10 @@ struct namespace_inputs {
   int32_t tensor_parallel = 1;
   bool image_input = false;
   int32_t draft_rows = 0;
+  // Empty for exact matmuls (bitwise equal on every device); otherwise the mode and the device
+  // whose matrix units produced the bytes, e.g. "tf32@NVIDIA H200": such pages are never shared
+  // with exact ones or another kind of GPU.
+  std::string matmul_numerics;
 };
 std::string canonical_namespace(const namespace_inputs& in, const model_dims& dims, const std::string& layout_id);
 uint64_t namespace_digest(const namespace_inputs& in, const model_dims& dims, const std::string& layout_id);

@@ -307,7 +307,7 @@ model::model(const model_options& options, device& dev) : impl_(std::make_unique
   I.geometry.has_recurrent_state =
       I.dims.ple || std::count(I.dims.layers.begin(), I.dims.layers.end(), layer_kind::gdn) > 0;
   I.validate();
-  I.kernels = make_kernel_table(dev);
+  I.kernels = make_kernel_table(dev, {options.matmul});
   I.ple_hash_seed = cpu::hash3(options.seed, 0x706c65ULL, 0);
   I.build_weights();
   I.build_rope();

@@ -12,6 +12,7 @@
 
 #include "runtime/batch.hpp"
 #include "runtime/device.hpp"
+#include "runtime/kernel_args.hpp"
 #include "runtime/kv_layout.hpp"
 
 namespace ordo {
@@ -33,6 +34,7 @@ struct model_options {
   int32_t num_blocks = 512;
   int32_t max_batch_tokens = 512; // rows of one forward
   int32_t max_state_slots = 64;   // concurrent requests with recurrent state
+  matmul_mode matmul = matmul_mode::exact;
 };
 
 enum class layer_kind : uint8_t { attention, sparse_attention, gdn };

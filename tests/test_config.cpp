@@ -31,6 +31,7 @@ kv_dtype = "fp8"
 [device]
 kind = "hip"
 chaos_seed = 7
+matmul = "tf32"
 [cache]
 block_size = 16
 chunk_size = 128
@@ -53,6 +54,7 @@ level = "debug"
   CHECK(cfg.kv == kv_dtype::fp8);
   CHECK(cfg.device_kind == "hip");
   CHECK(cfg.chaos_seed == 7);
+  CHECK(cfg.matmul == "tf32");
   CHECK(cfg.block_size == 16);
   CHECK(cfg.chunk_size == 128);
   CHECK(cfg.num_blocks == 1024);
@@ -73,13 +75,15 @@ level = "debug"
   CHECK(mo.num_blocks == 1024);
   CHECK(mo.max_batch_tokens == 2048);
   CHECK(mo.max_state_slots == 256);
+  CHECK(mo.matmul == matmul_mode::tf32);
+  CHECK(to_model_options(parse_config("")).matmul == matmul_mode::exact);
 }
 
 TEST_CASE("an empty file gives the defaults, and describe() is canonical", "[config]") {
   const node_config cfg = parse_config("");
   CHECK(describe(cfg) ==
         "model.preset=qsa_gdn_ple model.size=tiny model.seed=0 model.kv_dtype=fp32 "
-        "device.kind=cpu device.chaos_seed=0 cache.block_size=64 cache.chunk_size=256 "
+        "device.kind=cpu device.chaos_seed=0 device.matmul=exact cache.block_size=64 cache.chunk_size=256 "
         "cache.num_blocks=512 cache.checkpoint_interval=256 scheduler.max_batch_tokens=512 "
         "scheduler.max_num_seqs=16 kv_transfer.connector=none kv_transfer.kv_role=kv_both "
         "store.capacity_mb=256 server.host=127.0.0.1 server.port=8000 log.level=info");
@@ -95,7 +99,7 @@ TEST_CASE("describe() output fed back as overrides gives the same config", "[con
       end = d.size();
     items.push_back(d.substr(start, end - start));
   }
-  CHECK(items.size() == 18);
+  CHECK(items.size() == 19);
   CHECK(describe(parse_config("", items)) == d);
 }
 
@@ -169,6 +173,11 @@ TEST_CASE("each invalid value gets one message with key, value and what is allow
   CHECK_THAT(error_of("[device]\nkind = \"tpu\""), Equals("device.kind = \"tpu\": must be one of cpu, hip"));
   CHECK_THAT(error_of("[device]\nchaos_seed = 1.5"),
              Equals("device.chaos_seed = 1.5: must be an integer, a non-negative integer (0 = off)"));
+  CHECK_THAT(error_of("[device]\nmatmul = \"fp16\""),
+             Equals("device.matmul = \"fp16\": must be one of exact, tf32"));
+  CHECK_THAT(error_of("[device]\nmatmul = \"tf32\""),
+             Equals("device.matmul = \"tf32\": needs device.kind = \"hip\" (device.kind = \"cpu\" computes "
+                    "every matmul exactly)"));
   CHECK_THAT(error_of("[log]\nlevel = \"verbose\""),
              Equals("log.level = \"verbose\": must be one of trace, debug, info, warn, error"));
 }

@@ -37,9 +37,11 @@ TEST_CASE("without a GPU backend, make_gpu_device and make_kernel_table explain 
 
 TEST_CASE("a registered backend supplies its devices and their kernel table") {
   int tables = 0;
+  matmul_mode asked = matmul_mode::exact;
   register_gpu_backend({"fake", [] { return 1; }, [](int) -> std::unique_ptr<device> { return std::make_unique<fake_gpu_device>(); },
-                        [&tables](device& d) -> std::unique_ptr<kernel_table> {
+                        [&tables, &asked](device& d, const kernel_options& o) -> std::unique_ptr<kernel_table> {
                           ++tables;
+                          asked = o.matmul;
                           if (d.name() != "fake-gpu") return nullptr;
                           return make_kernel_table(*make_cpu_device({})); // any table object will do
                         }});
@@ -50,4 +52,15 @@ TEST_CASE("a registered backend supplies its devices and their kernel table") {
   REQUIRE(dev->name() == "fake-gpu");
   REQUIRE(make_kernel_table(*dev) != nullptr);
   REQUIRE(tables == 1);
+  REQUIRE(asked == matmul_mode::exact);
+  // The options reach the backend, which decides whether it can honour them.
+  REQUIRE(make_kernel_table(*dev, {matmul_mode::tf32}) != nullptr);
+  REQUIRE(asked == matmul_mode::tf32);
+}
+
+TEST_CASE("the CPU table refuses a tf32 matmul, naming the setting") {
+  auto cpu = make_cpu_device({});
+  REQUIRE(make_kernel_table(*cpu, {matmul_mode::exact}) != nullptr);
+  REQUIRE_THROWS_WITH(make_kernel_table(*cpu, {matmul_mode::tf32}),
+                      Catch::Contains("device.matmul = \"tf32\"") && Catch::Contains("device.kind = \"hip\""));
 }

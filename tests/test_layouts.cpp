@@ -1,6 +1,7 @@
 #include <catch.hpp>
 
 #include <map>
+#include <set>
 
 #include "runtime/layouts.hpp"
 
@@ -75,18 +76,22 @@ TEST_CASE("layouts: the namespace of each preset is pinned, and only its own geo
     CHECK(namespace_digest(inputs_for(preset), dims_of(preset, model_size::tiny), state_layout_id(b.m->state_slots())) ==
           ns[preset]);
   }
-  // Every byte-changing choice moves it: dtype, block, chunk, seed.
+  // Every byte-changing choice moves it: dtype, block, chunk, seed, tf32 matmuls (per GPU kind).
   built qsa(model_preset::qsa_gdn_ple);
   auto id = state_layout_id(qsa.m->state_slots());
   auto dims = dims_of(model_preset::qsa_gdn_ple, model_size::tiny);
   auto base = inputs_for(model_preset::qsa_gdn_ple);
-  for (auto tweak : {0, 1, 2, 3}) {
+  std::set<uint64_t> seen;
+  for (auto tweak : {0, 1, 2, 3, 4, 5}) {
     auto in = base;
     if (tweak == 0) in.kv = kv_dtype::bf16;
     if (tweak == 1) in.block_size = 16;
     if (tweak == 2) in.chunk_size = 512;
     if (tweak == 3) in.seed = 1;
+    if (tweak == 4) in.matmul_numerics = "tf32@NVIDIA H200";
+    if (tweak == 5) in.matmul_numerics = "tf32@AMD Instinct MI250X";
     CHECK(namespace_digest(in, dims, id) != ns[model_preset::qsa_gdn_ple]);
+    CHECK(seen.insert(namespace_digest(in, dims, id)).second);
   }
 }
 

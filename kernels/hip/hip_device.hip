@@ -201,14 +201,21 @@ private:
 
 class hip_kernel_table final : public kernel_table {
 public:
-  explicit hip_kernel_table(hip_device& dev) : dev_(dev) {}
+  hip_kernel_table(hip_device& dev, const kernel_options& options) : dev_(dev), options_(options) {}
+
+  void matmul(stream_kind s, const matmul_args& a) override {
+    dev_.bind();
+    if (options_.matmul == matmul_mode::tf32)
+      hip::matmul_tf32(a, dev_.stream(s));
+    else
+      hip::matmul(a, dev_.stream(s));
+  }
 
 #define ORDO_HIP_OP(op, args_t)                \
   void op(stream_kind s, const args_t& a) override { \
     dev_.bind();                               \
     hip::op(a, dev_.stream(s));                \
   }
-  ORDO_HIP_OP(matmul, matmul_args)
   ORDO_HIP_OP(rmsnorm, rmsnorm_args)
   ORDO_HIP_OP(embed, embed_args)
   ORDO_HIP_OP(rope, rope_args)
@@ -228,6 +235,7 @@ public:
 
 private:
   hip_device& dev_;
+  kernel_options options_;
 };
 
 int count_devices() {
@@ -242,10 +250,13 @@ int count_devices() {
 const bool registered = register_gpu_backend(
     {std::string("hip-") + ORDO_GPU_VENDOR, count_devices,
      [](int ordinal) -> std::unique_ptr<device> { return std::make_unique<hip_device>(ordinal); },
-     [](device& dev) -> std::unique_ptr<kernel_table> {
+     [](device& dev, const kernel_options& options) -> std::unique_ptr<kernel_table> {
        auto* hd = dynamic_cast<hip_device*>(&dev);
        if (!hd) return nullptr;
-       return std::make_unique<hip_kernel_table>(*hd);
+       if (options.matmul == matmul_mode::tf32 && !hip::has_tf32_matmul())
+         throw std::invalid_argument(std::string("device.matmul = \"tf32\": ") + dev.name() +
+                                     " (hip-" ORDO_GPU_VENDOR ") has no TF32 matrix units in this build; use \"exact\"");
+       return std::make_unique<hip_kernel_table>(*hd, options);
      }});
 
 } // namespace

@@ -10,6 +10,10 @@
 namespace ordo::hip {
 
 void matmul(const matmul_args& a, hipStream_t stream);
+// device.matmul = "tf32" (kernels/hip/matmul_tf32.hip): matrix units, batch-invariant, not equal to
+// the CPU. Only where ORDO_HAS_TF32_MMA; elsewhere it throws std::invalid_argument.
+void matmul_tf32(const matmul_args& a, hipStream_t stream);
+bool has_tf32_matmul();
 void rmsnorm(const rmsnorm_args& a, hipStream_t stream);
 void embed(const embed_args& a, hipStream_t stream);
 void rope(const rope_args& a, hipStream_t stream);
