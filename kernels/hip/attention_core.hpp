@@ -1,7 +1,9 @@
 // The attention kernel shared by dense and sparse attention (twin of kernels/cpu/attention_core):
-// one block per (row, query head). Pass 1 takes the max score (fmax: order-free, exact); pass 2
-// walks the positions in list order in tiles, thread i summing output element i sequentially,
-// as the CPU does, so the result is bitwise equal. Sparse rows first pick their top-k groups.
+// one block per (row, query head). Each score is one dot in the CPU's lane order, taken by a group
+// of 8 threads (one lane each, then the same tree through shuffles). Pass 1 takes the max score
+// (fmax: order-free, exact) and keeps the scores in shared memory when they fit; pass 2 walks the
+// positions in list order in tiles, thread i summing output element i sequentially, as the CPU
+// does, so the result is bitwise equal. Sparse rows first pick their top-k groups.
 #pragma once
 
 #include "kernels/hip/device_math.hpp"
@@ -11,6 +13,7 @@
 namespace ordo::hip {
 
 inline constexpr int attention_max_top_k = 32;
+inline constexpr int attention_score_cache = 2048; // scores kept between the passes (8 KiB)
 
 __device__ inline float load_kv(const void* region, elem_dtype dt, size_t index, float scale) {
   switch (dt) {
@@ -34,6 +37,8 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   __shared__ int32_t red_g[256];
   __shared__ int32_t chosen[attention_max_top_k];
   __shared__ int32_t num_chosen;
+  __shared__ float q_s[256];
+  __shared__ float score_cache[attention_score_cache];
 
   const int32_t row = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, bd = blockDim.x;
   const int32_t req = a.batch.token_req[row], p = a.batch.positions[row];
@@ -92,16 +97,49 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   const auto position_at = [&](int32_t j) {
     return j < selected ? chosen[j / group] * group + j % group : win_start + (j - selected);
   };
-  const auto score_at = [&](int64_t slot) {
-    const float ks = a.k_scale ? a.k_scale[slot * a.num_kv_heads + kvh] : 1.0f;
+  for (int32_t i = tid; i < hd; i += bd) q_s[i] = q[i];
+  __syncthreads();
+  // Score of list entry j, by the 8 lanes of this thread's group (grp) (all of them must call it, with
+  // the same j: the shuffles span the warp). dot8's lanes, tree and tail, then × scale.
+  const int32_t lane = tid & 7, grp = tid >> 3, groups = bd >> 3;
+  const auto group_score = [&](int32_t j, bool valid) {
+    float s = 0.0f;
+    int64_t slot = 0;
+    float ks = 1.0f;
+    if (valid) {
+      slot = slot_of(a.batch, req, position_at(j), a.block_size);
+      ks = a.k_scale ? a.k_scale[slot * a.num_kv_heads + kvh] : 1.0f;
+    }
     const size_t base = static_cast<size_t>(slot) * row_elems + kvh * hd;
-    return gpu::dot8_by([q](int32_t i) { return q[i]; },
-                     [&](int32_t i) { return load_kv(a.k, a.dtype, base + i, ks); }, hd) * scale;
+    int32_t i = 0;
+    if (valid) {
+      for (; i + 64 <= hd; i += 64) { // eight loads ahead of their adds
+        float kv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) kv[u] = load_kv(a.k, a.dtype, base + i + 8 * u + lane, ks);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) s += q_s[i + 8 * u + lane] * kv[u];
+      }
+      for (; i + 8 <= hd; i += 8) s += q_s[i + lane] * load_kv(a.k, a.dtype, base + i + lane, ks);
+    }
+    s += ORDO_SHFL_XOR(s, 1);
+    s += ORDO_SHFL_XOR(s, 2);
+    s += ORDO_SHFL_XOR(s, 4);
+    if (valid)
+      for (i = hd / 8 * 8; i < hd; ++i) s += q_s[i] * load_kv(a.k, a.dtype, base + i, ks);
+    return s * scale;
   };
+  const bool cached = count <= attention_score_cache;
 
   float m = -INFINITY;
-  for (int32_t j = tid; j < count; j += bd)
-    m = fmaxf(m, score_at(slot_of(a.batch, req, position_at(j), a.block_size)));
+  for (int32_t j0 = 0; j0 < count; j0 += groups) {
+    const int32_t j = j0 + grp;
+    const float s = group_score(j, j < count);
+    if (j < count) {
+      m = fmaxf(m, s);
+      if (cached && lane == 0) score_cache[j] = s;
+    }
+  }
   red_s[tid] = m;
   __syncthreads();
   for (int32_t stride = bd / 2; stride > 0; stride /= 2) {
@@ -113,21 +151,49 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   float l = 0.0f, acc = 0.0f;
   for (int32_t t0 = 0; t0 < count; t0 += bd) {
     __syncthreads(); // the previous tile is consumed
-    if (t0 + tid < count) {
-      const int64_t slot = slot_of(a.batch, req, position_at(t0 + tid), a.block_size);
-      tile_slot[tid] = slot;
-      tile_e[tid] = gpu::expf_glibc(score_at(slot) - m);
+    if (cached) {
+      if (t0 + tid < count) {
+        tile_slot[tid] = slot_of(a.batch, req, position_at(t0 + tid), a.block_size);
+        tile_e[tid] = gpu::expf_glibc(score_cache[t0 + tid] - m);
+      }
+    } else {
+      for (int32_t g0 = 0; g0 < bd; g0 += groups) {
+        const int32_t t = g0 + grp, j = t0 + t;
+        const float s = group_score(j, j < count);
+        if (j < count && lane == 0) {
+          tile_slot[t] = slot_of(a.batch, req, position_at(j), a.block_size);
+          tile_e[t] = gpu::expf_glibc(s - m);
+        }
+      }
     }
     __syncthreads();
     const int32_t n = count - t0 < bd ? count - t0 : bd;
-    if (tid < hd)
-      for (int32_t t = 0; t < n; ++t) {
+    if (tid < hd) {
+      // Eight positions' values are loaded before they are added, in order.
+      int32_t t = 0;
+      for (; t + 8 <= n; t += 8) {
+        float vv[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int64_t slot = tile_slot[t + u];
+          const float vs = a.v_scale ? a.v_scale[slot * a.num_kv_heads + kvh] : 1.0f;
+          vv[u] = load_kv(a.v, a.dtype, static_cast<size_t>(slot) * row_elems + kvh * hd + tid, vs);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const float e = tile_e[t + u];
+          l += e;
+          acc += e * vv[u];
+        }
+      }
+      for (; t < n; ++t) {
         const int64_t slot = tile_slot[t];
         const float e = tile_e[t];
         l += e;
         const float vs = a.v_scale ? a.v_scale[slot * a.num_kv_heads + kvh] : 1.0f;
         acc += e * load_kv(a.v, a.dtype, static_cast<size_t>(slot) * row_elems + kvh * hd + tid, vs);
       }
+    }
   }
   if (tid < hd) a.out[row * a.ldo + h * hd + tid] = acc / l;
 }

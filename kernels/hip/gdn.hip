@@ -1,5 +1,8 @@
 // Gated delta rule, token by token: one block per (request, head), thread i owning state row
-// S_i (dk floats) and running the CPU reference's per-row update in the same order.
+// S_i (dk floats) and running the CPU reference's per-row update in the same order. For the
+// usual head sizes (dk = 16, 32, 64, 128) the row stays in registers for the whole request and
+// the q / k norms are taken by 8 lanes in the CPU dot's lane order; other sizes run the row in
+// global memory.
 #include <stdexcept>
 #include <string>
 
@@ -51,6 +54,74 @@ __global__ void gdn_kernel(gdn_args a) {
   }
 }
 
+// dot8 over a register row and a shared vector: the CPU dot's lanes and tree, fully unrolled.
+template <int DK>
+__device__ inline float dot_rows(const float (&s)[DK], const float* v) {
+  static_assert(DK % 8 == 0, "no tail");
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+  for (int i = 0; i < DK; i += 8)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) lane[j] += s[i + j] * v[i + j];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+template <int DK>
+__global__ void gdn_rows_kernel(gdn_args a) {
+  __shared__ float q[DK], k[DK];
+  __shared__ float coef[4]; // qn, kn, decay, beta
+  const int32_t r = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
+  const int32_t H = a.heads, dv = a.dv;
+  const bool live = i < dv;
+  const float q_scale = 1.0f / sqrtf(static_cast<float>(DK));
+  float* state = reinterpret_cast<float*>(state_slot(a.batch, r, a.state_base, a.slot_bytes, a.num_slots) + a.state_offset);
+  float* Si = state + (static_cast<int64_t>(h) * dv + (live ? i : 0)) * DK;
+  float S[DK];
+#pragma unroll
+  for (int j = 0; j < DK; ++j) S[j] = live ? Si[j] : 0.0f;
+  for (int32_t row = a.batch.req_token_start[r]; row < a.batch.req_token_start[r + 1]; ++row) {
+    const float* x = a.qkv + row * a.ld_qkv;
+    const float* abg = a.abg + row * a.ld_abg;
+    const float* qr = x + h * DK;
+    const float* kr = x + H * DK + h * DK;
+    if (i < 32) { // warp 0: lanes 0-7 sum q·q, lanes 8-15 k·k (lanes 16-31 shadow them)
+      const float* src = (i & 8) ? kr : qr;
+      const int lane = i & 7;
+      float sum = 0.0f;
+#pragma unroll
+      for (int t = 0; t < DK; t += 8) sum += src[t + lane] * src[t + lane];
+      sum += ORDO_SHFL_XOR(sum, 1);
+      sum += ORDO_SHFL_XOR(sum, 2);
+      sum += ORDO_SHFL_XOR(sum, 4);
+      if (i == 0 || i == 8) coef[i / 8] = 1.0f / sqrtf(sum + 1e-6f);
+      if (i == 16) coef[2] = gpu::sigmoid(abg[h] + a.a_bias[h]);
+      if (i == 17) coef[3] = gpu::sigmoid(abg[H + h]);
+    }
+    __syncthreads();
+    for (int32_t j = i; j < DK; j += blockDim.x) {
+      q[j] = qr[j] * coef[0] * q_scale;
+      k[j] = kr[j] * coef[1];
+    }
+    __syncthreads();
+    if (live) {
+      const float decay = coef[2], beta = coef[3];
+      const float v = x[2 * H * DK + h * dv + i];
+      const float gate = abg[2 * H + h * dv + i];
+#pragma unroll
+      for (int j = 0; j < DK; ++j) S[j] *= decay;
+      const float delta = beta * (v - dot_rows<DK>(S, k));
+#pragma unroll
+      for (int j = 0; j < DK; ++j) S[j] += delta * k[j];
+      const float o = dot_rows<DK>(S, q);
+      a.out[row * a.ldo + h * dv + i] = o * (gate / (1.0f + gpu::expf_glibc(-gate)));
+    }
+    __syncthreads(); // q, k and coef are rewritten for the next row
+  }
+  if (live)
+#pragma unroll
+    for (int j = 0; j < DK; ++j) Si[j] = S[j];
+}
+
 } // namespace
 
 void gdn(const gdn_args& a, hipStream_t stream) {
@@ -59,7 +130,14 @@ void gdn(const gdn_args& a, hipStream_t stream) {
     throw std::invalid_argument("hip gdn: needs dk in [1, 256] and dv in [1, 1024], got dk " + std::to_string(a.dk) +
                                 ", dv " + std::to_string(a.dv));
   const int threads = (a.dv + 31) / 32 * 32;
-  gdn_kernel<<<dim3(a.batch.num_reqs, a.heads), threads, 0, stream>>>(a);
+  const dim3 grid(a.batch.num_reqs, a.heads);
+  switch (a.dk) {
+  case 16: gdn_rows_kernel<16><<<grid, threads, 0, stream>>>(a); break;
+  case 32: gdn_rows_kernel<32><<<grid, threads, 0, stream>>>(a); break;
+  case 64: gdn_rows_kernel<64><<<grid, threads, 0, stream>>>(a); break;
+  case 128: gdn_rows_kernel<128><<<grid, threads, 0, stream>>>(a); break;
+  default: gdn_kernel<<<grid, threads, 0, stream>>>(a);
+  }
   ORDO_HIP_LAUNCHED();
 }
 
