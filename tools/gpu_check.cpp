@@ -509,12 +509,14 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
 // device.matmul = "tf32": the error against the exact CPU matmul, then batch invariance, bitwise:
 // rows computed alone, in small batches and at other places in a tile (every tile shape: 16, 32
 // and 64 rows per block) must equal the same rows of one large call.
-void check_tf32_matmul(device& gpu, kernel_table& tf32, const shape& sh, uint64_t seed) {
+// `aligned`: in % 8 == 0 and out % 16 == 0, so rows <= 16 take the strip kernel (W fragments
+// straight from global memory); otherwise every row count takes the staged kernel.
+void check_tf32_matmul(device& gpu, kernel_table& tf32, const shape& sh, bool aligned, uint64_t seed) {
   mirror m(gpu);
   rng r(seed);
-  const std::string tag = std::string(" [") + sh.tag + "]";
+  const std::string tag = std::string(aligned ? " aligned [" : " [") + sh.tag + "]";
   const stream_kind cs = stream_kind::compute;
-  const int32_t in = sh.dim + 3, out = 301, ldx = in + 5, ldy = out + 2, rows = 150;
+  const int32_t in = aligned ? sh.dim : sh.dim + 3, out = aligned ? 304 : 301, ldx = in + 5, ldy = out + 2, rows = 150;
   auto x = m.of(r.floats(size_t(rows) * ldx));
   auto w = m.of(r.floats(size_t(out) * in));
   for (bool acc : {false, true}) {
@@ -668,8 +670,10 @@ int main(int argc, char** argv) {
   check_kernels(*gpu, *kt, {"tiny", 64, 4, 2, 16, 16, 16}, seed);
   check_kernels(*gpu, *kt, {"b1", 2048, 16, 4, 128, 128, 128}, seed + 1);
   std::unique_ptr<kernel_table> kt_tf32 = make_kernel_table(*gpu, {matmul_mode::tf32});
-  check_tf32_matmul(*gpu, *kt_tf32, {"tiny", 64, 4, 2, 16, 16, 16}, seed + 2);
-  check_tf32_matmul(*gpu, *kt_tf32, {"b1", 2048, 16, 4, 128, 128, 128}, seed + 3);
+  for (bool aligned : {false, true}) {
+    check_tf32_matmul(*gpu, *kt_tf32, {"tiny", 64, 4, 2, 16, 16, 16}, aligned, seed + 2);
+    check_tf32_matmul(*gpu, *kt_tf32, {"b1", 2048, 16, 4, 128, 128, 128}, aligned, seed + 3);
+  }
 
   if (!skip_model) {
     std::printf("\n| %-28s | %-16s | %-7s | %-7s | %-7s | %-7s | %-9s |\n", "model (tiny) on the GPU", "cold digest",

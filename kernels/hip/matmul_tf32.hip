@@ -148,6 +148,75 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) matmul_tf32_kernel(mat
     }
 }
 
+// Decode (at most 16 rows) where the weights allow it (in % 8 == 0, out % 16 == 0, W 32-byte
+// aligned): each warp streams its 16-output strip of W from global memory straight into B
+// fragments, AHEAD k-steps in flight, rounding each element to TF32 as the staged kernel does at
+// staging; x is staged in shared memory x_chunk k at a time (rows past a.rows stay zero). The
+// fragments hold the same values in the same order as the staged kernel's, so the bits agree.
+constexpr int x_chunk = 256, x_ld = x_chunk + 4;
+
+template <int WARPS, int AHEAD>
+__global__ void __launch_bounds__(WARPS * 32) matmul_tf32_strip_kernel(matmul_args a) {
+  __shared__ __align__(128) float xs[16 * x_ld];
+  __shared__ __align__(128) float scratch_all[WARPS * 256];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int32_t out0 = (blockIdx.x * WARPS + warp) * 16;
+  const bool live = out0 < a.out;
+  const float* wstrip = a.w + static_cast<int64_t>(live ? out0 : 0) * a.in;
+  for (int e = threadIdx.x; e < 16 * x_ld; e += WARPS * 32) xs[e] = 0.0f;
+
+  wmma::fragment<wmma::accumulator, 16, 16, k_step, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int32_t c0 = 0; c0 < a.in; c0 += x_chunk) {
+    const int32_t cn = a.in - c0 < x_chunk ? a.in - c0 : x_chunk;
+    __syncthreads(); // zeroed, or the previous chunk consumed
+    // Eight loads issued before their stores (a batch of rows is up to 16 × x_chunk floats).
+    constexpr int stride = WARPS * 32;
+    for (int e0 = threadIdx.x; e0 < a.rows * x_chunk; e0 += 8 * stride) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int e = e0 + u * stride, r = e / x_chunk, k = e % x_chunk;
+        v[u] = e < a.rows * x_chunk && k < cn ? a.x[static_cast<int64_t>(r) * a.ldx + c0 + k] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int e = e0 + u * stride, r = e / x_chunk, k = e % x_chunk;
+        if (e < a.rows * x_chunk && k < cn) xs[r * x_ld + k] = wmma::__float_to_tf32(v[u]);
+      }
+    }
+    __syncthreads();
+    if (!live) continue;
+    const int steps = cn / k_step;
+    for (int s0 = 0; s0 < steps; s0 += AHEAD) {
+      wmma::fragment<wmma::matrix_b, 16, 16, k_step, wmma::precision::tf32, wmma::col_major> fb[AHEAD];
+#pragma unroll
+      for (int u = 0; u < AHEAD; ++u)
+        if (s0 + u < steps) wmma::load_matrix_sync(fb[u], wstrip + c0 + (s0 + u) * k_step, a.in);
+#pragma unroll
+      for (int u = 0; u < AHEAD; ++u) {
+        if (s0 + u >= steps) break;
+#pragma unroll
+        for (int t = 0; t < fb[u].num_elements; ++t) fb[u].x[t] = wmma::__float_to_tf32(fb[u].x[t]);
+        wmma::fragment<wmma::matrix_a, 16, 16, k_step, wmma::precision::tf32, wmma::row_major> fa;
+        wmma::load_matrix_sync(fa, xs + (s0 + u) * k_step, x_ld);
+        wmma::mma_sync(acc, fa, fb[u], acc);
+      }
+    }
+  }
+  if (!live) return;
+  float* scratch = scratch_all + warp * 256;
+  wmma::store_matrix_sync(scratch, acc, 16, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = lane; e < 256; e += 32) {
+    const int32_t row = e / 16, out = out0 + e % 16;
+    if (row < a.rows) {
+      float* y = a.y + static_cast<int64_t>(row) * a.ldy + out;
+      *y = a.accumulate ? *y + scratch[e] : scratch[e];
+    }
+  }
+}
+
 template <int BM, int BN, int WARPS_M, int WARPS_N, int DEPTH>
 void launch(const matmul_args& a, hipStream_t stream) {
   const bool vec = a.in % 4 == 0 && a.ldx % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
@@ -165,7 +234,10 @@ void matmul_tf32(const matmul_args& a, hipStream_t stream) {
   if (a.rows <= 0 || a.out <= 0) return;
   // The tile shape follows the row count (decode: small tiles, more blocks); the per-element
   // sequence of matrix ops does not depend on it.
-  if (a.rows <= 16)
+  if (a.rows <= 16 && a.in % k_step == 0 && a.out % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 32 == 0) {
+    matmul_tf32_strip_kernel<1, 16><<<a.out / 16, 32, 0, stream>>>(a);
+    ORDO_HIP_LAUNCHED();
+  } else if (a.rows <= 16)
     launch<16, 16, 1, 1, 4>(a, stream); // one warp per block: out / 16 blocks for a decode step
   else if (a.rows <= 64)
     launch<32, 64, 2, 2, 2>(a, stream);
