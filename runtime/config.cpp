@@ -80,7 +80,8 @@ const std::vector<std::pair<model_size, std::string>> size_names = {{model_size:
 const std::vector<std::pair<kv_dtype, std::string>> dtype_names = {
     {kv_dtype::fp32, "fp32"}, {kv_dtype::bf16, "bf16"}, {kv_dtype::fp8, "fp8"}};
 const std::vector<std::string> device_kinds = {"cpu", "hip"};
-const std::vector<std::string> matmul_modes = {"exact", "tf32"};
+const std::vector<std::pair<matmul_mode, std::string>> matmul_names = {{matmul_mode::exact, "exact"},
+                                                                      {matmul_mode::tf32, "tf32"}};
 const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
 const std::vector<std::string> connectors_available = {"none", "offload"};
 const std::vector<std::string> connectors_planned = {};
@@ -298,7 +299,7 @@ node_config from_table(const toml::table& root) {
   r.string("device", "kind", cfg.device_kind, "one of " + join(device_kinds));
   cfg.chaos_seed = static_cast<uint64_t>(
       r.integer("device", "chaos_seed", 0, 0, i64_max, "a non-negative integer (0 = off)"));
-  r.string("device", "matmul", cfg.matmul, "one of " + join(matmul_modes));
+  r.choice("device", "matmul", cfg.matmul, matmul_names);
 
   auto i32 = [&](const char* section, const char* key, int32_t& field, const std::string& rule) {
     field = static_cast<int32_t>(r.integer(section, key, field, i32_min, i32_max, rule));
@@ -364,9 +365,8 @@ void validate(const node_config& cfg) {
     fail(key + " = " + std::to_string(v) + ": must be " + rule);
   };
   check_choice("device.kind", cfg.device_kind, device_kinds);
-  check_choice("device.matmul", cfg.matmul, matmul_modes);
-  if (cfg.matmul != "exact" && cfg.device_kind != "hip")
-    fail("device.matmul = " + in_quotes(cfg.matmul) + ": needs device.kind = \"hip\" (device.kind = " +
+  if (cfg.matmul != matmul_mode::exact && cfg.device_kind != "hip")
+    fail("device.matmul = " + in_quotes(name_of(matmul_names, cfg.matmul)) + ": needs device.kind = \"hip\" (device.kind = " +
          in_quotes(cfg.device_kind) + " computes every matmul exactly)");
 
   const int32_t b = cfg.block_size;
@@ -407,7 +407,7 @@ std::string describe(const node_config& cfg) {
   os << "model.preset=" << name_of(preset_names, cfg.preset)
      << " model.size=" << name_of(size_names, cfg.size) << " model.seed=" << cfg.model_seed
      << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " device.kind=" << cfg.device_kind
-     << " device.chaos_seed=" << cfg.chaos_seed << " device.matmul=" << cfg.matmul << " cache.block_size=" << cfg.block_size
+     << " device.chaos_seed=" << cfg.chaos_seed << " device.matmul=" << name_of(matmul_names, cfg.matmul) << " cache.block_size=" << cfg.block_size
      << " cache.chunk_size=" << cfg.chunk_size << " cache.num_blocks=" << cfg.num_blocks
      << " cache.checkpoint_interval=" << cfg.checkpoint_interval
      << " scheduler.max_batch_tokens=" << cfg.max_batch_tokens
@@ -437,7 +437,7 @@ model_options to_model_options(const node_config& cfg) {
   o.num_blocks = cfg.num_blocks;
   o.max_batch_tokens = cfg.max_batch_tokens;
   o.max_state_slots = cfg.max_num_seqs; // every running request may hold a state slot
-  o.matmul = cfg.matmul == "tf32" ? matmul_mode::tf32 : matmul_mode::exact;
+  o.matmul = cfg.matmul;
   return o;
 }
 

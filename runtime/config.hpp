@@ -20,7 +20,7 @@ struct node_config {
   // [device]
   std::string device_kind = "cpu"; // cpu | hip
   uint64_t chaos_seed = 0;         // 0 = off
-  std::string matmul = "exact";    // exact (bitwise = CPU) | tf32 (matrix units, hip only)
+  matmul_mode matmul = matmul_mode::exact; // exact (bitwise = CPU) | tf32 (matrix units, hip only)
   // [cache]
   int32_t block_size = 64;
   int32_t chunk_size = 256;

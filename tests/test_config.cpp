@@ -54,7 +54,7 @@ level = "debug"
   CHECK(cfg.kv == kv_dtype::fp8);
   CHECK(cfg.device_kind == "hip");
   CHECK(cfg.chaos_seed == 7);
-  CHECK(cfg.matmul == "tf32");
+  CHECK(cfg.matmul == matmul_mode::tf32);
   CHECK(cfg.block_size == 16);
   CHECK(cfg.chunk_size == 128);
   CHECK(cfg.num_blocks == 1024);
