@@ -1,4 +1,4 @@
-// y (+)= x · Wᵀ, each output a fixed-order dot (kernels/cpu/dot.hpp).
+// y (+)= x · Wᵀ, each output a fixed-order dot: dot.hpp's lanes and tree with fused multiply-adds.
 #pragma once
 
 #include "runtime/kernel_args.hpp"

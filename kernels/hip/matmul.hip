@@ -5,7 +5,8 @@
 // per tile instead of once per row, the tile's inputs are staged in shared memory, and each
 // thread keeps C × R lane sums in registers. Every
 // (row, output, lane) still accumulates its own products in ascending order with the same
-// `sum += x * w`, so tiling changes the memory traffic, never a bit of the result.
+// fused `sum = fma(x, w, sum)` as the CPU (kernels/cpu/matmul.cpp), so tiling changes the memory
+// traffic, never a bit of the result.
 #include <stdexcept>
 
 #include "kernels/hip/device_math.hpp"
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
           for (int rr = 0; rr < R; ++rr) {
             const float xv = xs[rr][kk + 8 * u + lane];
 #pragma unroll
-            for (int c = 0; c < C; ++c) sum[c][rr] += xv * wv[u][c];
+            for (int c = 0; c < C; ++c) sum[c][rr] = __fmaf_rn(xv, wv[u][c], sum[c][rr]);
           }
       }
       for (; kk < kt; kk += 8) {
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
         for (int rr = 0; rr < R; ++rr) {
           const float xv = xs[rr][kk + lane];
 #pragma unroll
-          for (int c = 0; c < C; ++c) sum[c][rr] += xv * wv[c];
+          for (int c = 0; c < C; ++c) sum[c][rr] = __fmaf_rn(xv, wv[c], sum[c][rr]);
         }
       }
     }
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
       if (rr >= nrows) break;
       const float* x = a.x + static_cast<int64_t>(r0 + rr) * a.ldx;
       float s = sum[c][rr];
-      for (int32_t i = in8; i < a.in; ++i) s += x[i] * w[c][i];
+      for (int32_t i = in8; i < a.in; ++i) s = __fmaf_rn(x[i], w[c][i], s);
       float* y = a.y + static_cast<int64_t>(r0 + rr) * a.ldy + first + c * outputs_per_block;
       *y = a.accumulate ? *y + s : s;
     }
