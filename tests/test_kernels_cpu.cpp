@@ -92,6 +92,24 @@ TEST_CASE("matmul matches a naive product and is batch invariant", "[kernels]") 
   for (int32_t o = 0; o < out; ++o) CHECK(acc[o] == 1.0f + one[o]);
 }
 
+// The matmul's lanes are fused multiply-adds (one rounding), as the GPU's fmaf: lane 0 holds
+// -(1 + 2^-11) after k = 0, then adds (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 at k = 8. Fused, the 2^-24
+// survives; a separate multiply rounds it away first and the lane ends at 0. The tail (k >= 8·⌊in/8⌋)
+// is fused too.
+TEST_CASE("matmul lanes and tail are fused multiply-adds", "[kernels]") {
+  const float e11 = std::ldexp(1.0f, -11), e12 = std::ldexp(1.0f, -12), e24 = std::ldexp(1.0f, -24);
+  for (int32_t in : {16, 17}) {
+    std::vector<float> x(in, 0.0f), w(in, 0.0f);
+    x[0] = 1.0f + e11, w[0] = -1.0f;
+    const int32_t k = in == 16 ? 8 : 16; // a lane step, then the tail
+    x[k] = w[k] = 1.0f + e12;
+    float y = -1.0f;
+    cpu::matmul({x.data(), in, w.data(), &y, 1, 1, in, 1, false});
+    INFO("in = " << in);
+    CHECK(y == e24);
+  }
+}
+
 TEST_CASE("bf16 and fp8 e4m3 conversions round to nearest even", "[kernels]") {
   CHECK(cpu::float_to_bf16(1.0f) == 0x3f80);
   CHECK(cpu::float_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);     // tie → even
