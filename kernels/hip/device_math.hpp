@@ -1,6 +1,7 @@
 // Device twins of the CPU reference's arithmetic (kernels/cpu/dot.hpp, dtype.cpp, paging.hpp), so a
 // kernel that mirrors the CPU order per output element is bitwise equal to it. Built with
-// -fmad=false (no contraction, like the CPU build's -ffp-contract=off). ORDO_HD functions also
+// -fmad=false (no implicit contraction, like the CPU build's -ffp-contract=off; the matmul fuses
+// explicitly with __fmaf_rn, as its CPU twin does with fma). ORDO_HD functions also
 // compile as plain C++, which lets the host check them against glibc (tools/gpu_check.cpp).
 #pragma once
 
