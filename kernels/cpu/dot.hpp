@@ -7,14 +7,21 @@
 
 namespace ordo::cpu {
 
-inline float dot(const float* a, const float* b, int32_t n) {
+// The lanes, tree and tail with each step `acc = madd(a_i, b_i, acc)`: a separate multiply and
+// add for dot(), a fused multiply-add for the matmul (kernels/cpu/matmul.cpp).
+template <class MulAdd>
+inline float dot_lanes(const float* a, const float* b, int32_t n, MulAdd madd) {
   float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int32_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) lane[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < 8; ++j) lane[j] = madd(a[i + j], b[i + j], lane[j]);
   float acc = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-  for (; i < n; ++i) acc += a[i] * b[i];
+  for (; i < n; ++i) acc = madd(a[i], b[i], acc);
   return acc;
+}
+
+inline float dot(const float* a, const float* b, int32_t n) {
+  return dot_lanes(a, b, n, [](float x, float y, float acc) { return acc + x * y; });
 }
 
 } // namespace ordo::cpu

@@ -122,9 +122,7 @@ __global__ void attention_kernel(sparse_attention_args sa) {
       }
       for (; i + 8 <= hd; i += 8) s += q_s[i + lane] * load_kv(a.k, a.dtype, base + i + lane, ks);
     }
-    s += ORDO_SHFL_XOR(s, 1);
-    s += ORDO_SHFL_XOR(s, 2);
-    s += ORDO_SHFL_XOR(s, 4);
+    s = gpu::lane_tree8(s);
     if (valid)
       for (i = hd / 8 * 8; i < hd; ++i) s += q_s[i] * load_kv(a.k, a.dtype, base + i, ks);
     return s * scale;

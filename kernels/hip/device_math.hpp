@@ -99,6 +99,22 @@ ORDO_HD inline float dot8(const float* a, const float* b, int32_t n) {
   return dot8_by([a](int32_t i) { return a[i]; }, [b](int32_t i) { return b[i]; }, n);
 }
 
+#if ORDO_GPU_COMPILER
+} // namespace ordo::gpu
+#include "kernels/hip_compat.hpp"
+namespace ordo::gpu {
+
+// kernels/cpu/dot.hpp's tree over 8 lanes held by 8 consecutive threads (lane = thread & 7):
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), through shuffles; each of the 8 gets the
+// total. Every thread of the warp must call it (the shuffles span the warp).
+__device__ inline float lane_tree8(float s) {
+  s += ORDO_SHFL_XOR(s, 1);
+  s += ORDO_SHFL_XOR(s, 2);
+  s += ORDO_SHFL_XOR(s, 4);
+  return s;
+}
+#endif
+
 // 2^k for k in the normal range, exactly.
 ORDO_HD inline float pow2f(int k) { return float_of(static_cast<uint32_t>(127 + k) << 23); }
 

@@ -90,9 +90,7 @@ __global__ void gdn_rows_kernel(gdn_args a) {
       float sum = 0.0f;
 #pragma unroll
       for (int t = 0; t < DK; t += 8) sum += src[t + lane] * src[t + lane];
-      sum += ORDO_SHFL_XOR(sum, 1);
-      sum += ORDO_SHFL_XOR(sum, 2);
-      sum += ORDO_SHFL_XOR(sum, 4);
+      sum = gpu::lane_tree8(sum);
       if (i == 0 || i == 8) coef[i / 8] = 1.0f / sqrtf(sum + 1e-6f);
       if (i == 16) coef[2] = gpu::sigmoid(abg[h] + a.a_bias[h]);
       if (i == 17) coef[3] = gpu::sigmoid(abg[H + h]);

@@ -85,13 +85,7 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
 #pragma unroll
   for (int c = 0; c < C; ++c)
 #pragma unroll
-    for (int rr = 0; rr < R; ++rr) {
-      float s = sum[c][rr];
-      s += ORDO_SHFL_XOR(s, 1);
-      s += ORDO_SHFL_XOR(s, 2);
-      s += ORDO_SHFL_XOR(s, 4);
-      sum[c][rr] = s;
-    }
+    for (int rr = 0; rr < R; ++rr) sum[c][rr] = gpu::lane_tree8(sum[c][rr]);
   if (lane != 0) return;
 #pragma unroll
   for (int c = 0; c < C; ++c) {

@@ -28,9 +28,7 @@ __global__ void rmsnorm_kernel(rmsnorm_args a) {
     }
     for (; i + 8 <= a.dim; i += 8) sum += x[i + lane] * x[i + lane];
   }
-  sum += ORDO_SHFL_XOR(sum, 1);
-  sum += ORDO_SHFL_XOR(sum, 2);
-  sum += ORDO_SHFL_XOR(sum, 4);
+  sum = gpu::lane_tree8(sum);
   if (live && lane == 0) {
     for (int32_t i = a.dim / 8 * 8; i < a.dim; ++i) sum += x[i] * x[i];
     inv_s[threadIdx.x / 8] = 1.0f / sqrtf(sum / static_cast<float>(a.dim) + a.eps);

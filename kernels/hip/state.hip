@@ -1,4 +1,6 @@
 // Zeroes the recurrent-state slot of each request that starts from an empty prefix.
+#include <algorithm>
+
 #include "kernels/hip/launch.hpp"
 #include "kernels/hip/paging.hpp"
 
@@ -24,7 +26,7 @@ __global__ void state_reset_kernel(state_reset_args a) {
 
 void state_reset(const state_reset_args& a, hipStream_t stream) {
   if (a.batch.num_reqs <= 0) return;
-  const unsigned per_slot = static_cast<unsigned>(a.slot_bytes / (16 * 256) + 1 < 64 ? a.slot_bytes / (16 * 256) + 1 : 64);
+  const unsigned per_slot = static_cast<unsigned>(std::min<size_t>(a.slot_bytes / (16 * 256) + 1, 64));
   state_reset_kernel<<<dim3(a.batch.num_reqs, per_slot), 256, 0, stream>>>(a);
   ORDO_HIP_LAUNCHED();
 }
