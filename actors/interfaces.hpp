@@ -40,6 +40,9 @@ using scheduler_actor = caf::typed_actor<
   // frontend, any time; answered with completion_chunk* then completion_result or
   // completion_failed, sent to the requesting actor.
   caf::reacts_to<completion_request>,
+  // frontend, when the client of a request went away; the request is in no plan after the one
+  // in flight and is answered with nothing.
+  caf::reacts_to<cancel_request>,
   // frontend, any time; answered with evict_result after the pool step that evicted.
   caf::reacts_to<evict_request>>;
 
@@ -57,6 +60,8 @@ using completion_client_actor = caf::typed_actor<
 using frontend_actor = completion_client_actor::extend<
   // HTTP thread, for each parsed completion; forwarded to the scheduler.
   caf::reacts_to<completion_request>,
+  // HTTP thread, when a client hangs up before its answer; forwarded to the scheduler.
+  caf::reacts_to<cancel_request>,
   // HTTP thread, for each POST /admin/evict.
   caf::reacts_to<evict_request>>;
 

@@ -162,6 +162,12 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
       st.core->add(request, now_ms());
       pump(self);
     },
+    [=](cancel_request& cancel) {
+      auto& st = self->state;
+      st.requesters.erase(cancel.request_id);
+      st.core->cancel(cancel.request_id);
+      pump(self);
+    },
     [=](evict_request& request) {
       auto& st = self->state;
       st.evict_requesters[request.request_id] = caf::actor_cast<completion_client_actor>(self->current_sender());

@@ -79,6 +79,7 @@ void to_capnp(const completion_request& x, wire::CompletionRequest::Builder b) {
   b.setStream(x.stream);
   b.setCacheSalt(text(x.cache_salt));
   fill_structs(b.initMedia(x.media.size()), x.media);
+  fill_structs(b.initStop(x.stop.size()), x.stop);
 }
 
 completion_request from_capnp(wire::CompletionRequest::Reader r) {
@@ -91,6 +92,17 @@ completion_request from_capnp(wire::CompletionRequest::Reader r) {
   x.stream = r.getStream();
   x.cache_salt = str(r.getCacheSalt());
   x.media = read_structs<media_span>(r.getMedia());
+  x.stop = read_structs<stop_sequence>(r.getStop());
+  return x;
+}
+
+void to_capnp(const stop_sequence& x, wire::StopSequence::Builder b) {
+  fill_list(b.initTokenIds(x.token_ids.size()), x.token_ids);
+}
+
+stop_sequence from_capnp(wire::StopSequence::Reader r) {
+  stop_sequence x;
+  x.token_ids = read_list<int32_t>(r.getTokenIds());
   return x;
 }
 
@@ -136,6 +148,8 @@ void to_capnp(const completion_result& x, wire::CompletionResult::Builder b) {
   b.setLogitsDigest(x.logits_digest);
   b.setNumPreemptions(x.num_preemptions);
   b.setDurationMs(x.duration_ms);
+  b.setFirstTokenMs(x.first_token_ms);
+  fill_list(b.initInterTokenMs(x.inter_token_ms.size()), x.inter_token_ms);
 }
 
 completion_result from_capnp(wire::CompletionResult::Reader r) {
@@ -153,6 +167,8 @@ completion_result from_capnp(wire::CompletionResult::Reader r) {
   x.logits_digest = r.getLogitsDigest();
   x.num_preemptions = r.getNumPreemptions();
   x.duration_ms = r.getDurationMs();
+  x.first_token_ms = r.getFirstTokenMs();
+  x.inter_token_ms = read_list<float>(r.getInterTokenMs());
   return x;
 }
 
@@ -167,6 +183,14 @@ completion_failed from_capnp(wire::CompletionFailed::Reader r) {
   x.request_id = r.getRequestId();
   x.message = str(r.getMessage());
   x.type = str(r.getType());
+  return x;
+}
+
+void to_capnp(const cancel_request& x, wire::CancelRequest::Builder b) { b.setRequestId(x.request_id); }
+
+cancel_request from_capnp(wire::CancelRequest::Reader r) {
+  cancel_request x;
+  x.request_id = r.getRequestId();
   return x;
 }
 
@@ -800,7 +824,9 @@ ORDO_INSTANTIATE(completion_request)
 ORDO_INSTANTIATE(completion_chunk)
 ORDO_INSTANTIATE(completion_result)
 ORDO_INSTANTIATE(completion_failed)
+ORDO_INSTANTIATE(cancel_request)
 ORDO_INSTANTIATE(evict_request)
+ORDO_INSTANTIATE(stop_sequence)
 ORDO_INSTANTIATE(evict_result)
 ORDO_INSTANTIATE(media_span)
 ORDO_INSTANTIATE(scheduled_request)

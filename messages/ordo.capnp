@@ -29,6 +29,11 @@ struct CompletionRequest {
   stream @5 :Bool;
   cacheSalt @6 :Text;
   media @7 :List(MediaSpan);
+  stop @8 :List(StopSequence);
+}
+
+struct StopSequence {
+  tokenIds @0 :List(Int32);
 }
 
 struct MediaSpan {
@@ -57,12 +62,18 @@ struct CompletionResult {
   logitsDigest @10 :UInt64;
   numPreemptions @11 :Int32;
   durationMs @12 :Float64;
+  firstTokenMs @13 :Float64;
+  interTokenMs @14 :List(Float32);
 }
 
 struct CompletionFailed {
   requestId @0 :UInt64;
   message @1 :Text;
   type @2 :Text;
+}
+
+struct CancelRequest {
+  requestId @0 :UInt64;
 }
 
 struct EvictRequest {

@@ -21,6 +21,17 @@ typename Inspector::result_type inspect(Inspector& f, media_span& x) {
   return f(x.offset, x.length, x.hash);
 }
 
+// Part of completion_request: generation stops once the sampled tokens end with `token_ids`
+// (OpenAI's `stop`); the stop tokens are left out of the output.
+struct stop_sequence {
+  std::vector<int32_t> token_ids;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_sequence& x) {
+  return f(x.token_ids);
+}
+
 // frontend → scheduler: one validated completion request (prompt already tokenized).
 struct completion_request {
   uint64_t request_id = 0;
@@ -31,12 +42,13 @@ struct completion_request {
   bool stream = false;
   std::string cache_salt;
   std::vector<media_span> media; // sorted by offset, not overlapping, inside the prompt
+  std::vector<stop_sequence> stop;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, completion_request& x) {
   return f(x.request_id, x.prompt, x.max_tokens, x.temperature, x.seed, x.stream, x.cache_salt,
-           x.media);
+           x.media, x.stop);
 }
 
 // scheduler → frontend: one sampled token of a streaming request, in order.
@@ -55,7 +67,7 @@ typename Inspector::result_type inspect(Inspector& f, completion_chunk& x) {
 struct completion_result {
   uint64_t request_id = 0;
   std::vector<int32_t> token_ids;
-  std::string finish_reason; // "stop" (EOS) | "length" (max_tokens)
+  std::string finish_reason; // "stop" (EOS or a stop sequence) | "length" (max_tokens)
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens whose KV was reused (all tiers)
   int32_t resume_at = 0;      // prompt tokens not recomputed
@@ -66,13 +78,15 @@ struct completion_result {
   uint64_t logits_digest = 0; // chain over every sampled position's logits
   int32_t num_preemptions = 0;
   double duration_ms = 0.0;
+  double first_token_ms = 0.0;        // arrival → first sampled token
+  std::vector<float> inter_token_ms;  // gaps between consecutive sampled tokens
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, completion_result& x) {
   return f(x.request_id, x.token_ids, x.finish_reason, x.prompt_tokens, x.cached_tokens,
            x.resume_at, x.from_hbm, x.from_cpu, x.from_store, x.reason, x.logits_digest,
-           x.num_preemptions, x.duration_ms);
+           x.num_preemptions, x.duration_ms, x.first_token_ms, x.inter_token_ms);
 }
 
 // scheduler → frontend: the request could not be served.
@@ -85,6 +99,17 @@ struct completion_failed {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, completion_failed& x) {
   return f(x.request_id, x.message, x.type);
+}
+
+// frontend → scheduler: the client of `request_id` went away; the request leaves the batch at
+// the next step and its blocks go back through the normal release.
+struct cancel_request {
+  uint64_t request_id = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cancel_request& x) {
+  return f(x.request_id);
 }
 
 // frontend → scheduler: drop every unreferenced cached block / checkpoint of `tier`

@@ -72,6 +72,11 @@ struct scheduling::impl {
     int32_t save_watermark = 0; // KV tokens [0, w) known stored (chunk grid, or the prompt's tail end)
     int32_t save_failures = 0;  // refused reserves of the boundary at the watermark (C5: at most 3)
     std::vector<int32_t> load_units; // private units for the host image when none is reserved at B
+    // Output.
+    int32_t num_streamed = 0;       // generated tokens sent as chunks (a possible stop is held back)
+    double first_token_ms = 0;      // arrival → first sample
+    double last_token_ms = 0;       // time of the latest sample
+    std::vector<float> inter_token_ms;
   };
 
   // What a granted order moves, kept beside the connector step in flight.
@@ -88,6 +93,7 @@ struct scheduling::impl {
   std::deque<uint64_t> waiting;     // FIFO; preempted requests go to the front
   std::vector<uint64_t> running;    // admission order
   std::vector<uint64_t> to_release; // given back in the next pool step
+  std::vector<uint64_t> cancels_pending; // applied at the next pool step (the loop is idle there)
   std::vector<evict_request> evicts_pending;
   std::vector<evict_request> evicts_in_flight;
   std::vector<evict_request> cpu_evicts_pending, cpu_evicts_in_flight; // tier "cpu": via the connector
@@ -185,9 +191,67 @@ struct scheduling::impl {
     res.logits_digest = r.digest;
     res.num_preemptions = r.num_preemptions;
     res.duration_ms = now_ms - r.arrival_ms;
+    res.first_token_ms = r.first_token_ms;
+    res.inter_token_ms = std::move(r.inter_token_ms);
     outbox.results.push_back(std::move(res));
     ++stats.num_finished;
     requests.erase(r.spec.request_id);
+  }
+
+  // Cancellations take effect only here, with no step, pool step or connector step in flight,
+  // so no reply in flight can name a request that is gone. Released exactly like a finished
+  // request: full blocks are committed to the prefix index, the rest is given back.
+  void apply_cancels() {
+    for (auto id : cancels_pending) {
+      auto it = requests.find(id);
+      if (it == requests.end())
+        continue;
+      auto& r = it->second;
+      if (r.state == request_state::waiting) {
+        waiting.erase(std::find(waiting.begin(), waiting.end(), id));
+      } else if (r.state == request_state::running) {
+        commits_for(r, pending_commits);
+        release_slot(r);
+        to_release.push_back(id);
+        running.erase(std::find(running.begin(), running.end(), id));
+      } // looking_up: its lookup reply finds no request and is dropped
+      ++stats.num_cancelled;
+      requests.erase(it);
+    }
+    cancels_pending.clear();
+    stats.num_waiting = static_cast<int32_t>(waiting.size());
+    stats.num_running = static_cast<int32_t>(running.size());
+  }
+
+  // How many trailing generated tokens could still become a stop sequence (held back from the
+  // stream); `matched` gets the length of a complete stop sequence at the end, else 0.
+  static size_t stop_holdback(const request& r, size_t& matched) {
+    matched = 0;
+    size_t hold = 0;
+    const auto& g = r.generated;
+    for (const auto& stop : r.spec.stop) {
+      const auto& s = stop.token_ids;
+      if (s.empty())
+        continue;
+      for (size_t k = std::min(s.size(), g.size()); k > 0; --k) {
+        if (!std::equal(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(k), g.end() - static_cast<std::ptrdiff_t>(k)))
+          continue;
+        if (k == s.size())
+          matched = std::max(matched, k);
+        else
+          hold = std::max(hold, k);
+        break;
+      }
+    }
+    return hold;
+  }
+
+  // Streams generated tokens [num_streamed, end).
+  void stream_until(request& r, size_t end) {
+    if (!r.spec.stream)
+      return;
+    for (; static_cast<size_t>(r.num_streamed) < end; ++r.num_streamed)
+      outbox.chunks.push_back({r.spec.request_id, r.num_streamed, r.generated[static_cast<size_t>(r.num_streamed)]});
   }
 
   // The KV chunk object of the full blocks [first, last) of `r`, filed under its last block's hash.
@@ -360,6 +424,15 @@ void scheduling::add(const completion_request& spec, double now_ms) {
     return d.fail(spec.request_id, "prompt is empty");
   if (d.requests.count(spec.request_id))
     return d.fail(spec.request_id, "request id " + std::to_string(spec.request_id) + " is already in flight");
+  const auto queued = d.requests.size() - d.running.size();
+  if (d.opt.max_waiting > 0 && queued >= static_cast<size_t>(d.opt.max_waiting)) {
+    ++d.stats.num_rejected;
+    d.outbox.failures.push_back({spec.request_id,
+                                 "the node has " + std::to_string(queued) + " requests waiting (scheduler.max_waiting = " +
+                                     std::to_string(d.opt.max_waiting) + "); retry later",
+                                 "rate_limit_error"});
+    return;
+  }
   int32_t len = static_cast<int32_t>(spec.prompt.size()) + std::max(spec.max_tokens, 0);
   if (ceil_div(len, d.opt.block_size) > d.opt.num_blocks)
     return d.fail(spec.request_id, "prompt plus max_tokens needs " + std::to_string(ceil_div(len, d.opt.block_size)) +
@@ -398,6 +471,8 @@ void scheduling::on_lookup_done(const connector_lookup_done& done) {
   d.waiting.push_back(done.request_id);
 }
 
+void scheduling::cancel(uint64_t request_id) { impl_->cancels_pending.push_back(request_id); }
+
 void scheduling::request_evict(const evict_request& request) {
   (request.tier == "cpu" ? impl_->cpu_evicts_pending : impl_->evicts_pending).push_back(request);
 }
@@ -405,6 +480,7 @@ void scheduling::request_evict(const evict_request& request) {
 bool scheduling::has_work() const {
   const auto& d = *impl_;
   return !d.running.empty() || !d.waiting.empty() || !d.evicts_pending.empty() || !d.to_release.empty() ||
+         !d.cancels_pending.empty() ||
          !d.pending_ready.empty() || !d.pending_unpins.empty() || !d.pending_commits.empty() ||
          !d.pending_finished.empty() || !d.cpu_evicts_pending.empty() || !d.pending_aborts.empty();
 }
@@ -414,6 +490,9 @@ bool scheduling::idle() const { return impl_->loop == loop_state::idle; }
 std::optional<pool_step> scheduling::next_pool_step() {
   auto& d = *impl_;
   if (d.loop != loop_state::idle || !has_work())
+    return std::nullopt;
+  d.apply_cancels();
+  if (!has_work())
     return std::nullopt;
   pool_step step;
   step.header = {d.pool_stamp.epoch(), d.pool_stamp.next()};
@@ -808,16 +887,32 @@ void scheduling::on_step_done(const step_done& done, double now_ms) {
     auto& r = it->second;
     r.digest = chain_digest(r.digest, s.logits_digest);
     ++d.stats.generation_tokens;
+    if (r.last_token_ms == 0)
+      r.first_token_ms = now_ms - r.arrival_ms;
+    else
+      r.inter_token_ms.push_back(static_cast<float>(now_ms - r.last_token_ms));
+    r.last_token_ms = now_ms;
     if (s.token_id == d.opt.eos_id) {
+      d.stream_until(r, r.generated.size());
       d.finish(r, "stop", now_ms);
       continue;
     }
     r.tokens.push_back(s.token_id);
     r.generated.push_back(s.token_id);
-    if (r.spec.stream)
-      d.outbox.chunks.push_back({r.spec.request_id, static_cast<int32_t>(r.generated.size()) - 1, s.token_id});
-    if (static_cast<int32_t>(r.generated.size()) >= r.spec.max_tokens)
+    size_t matched = 0;
+    size_t hold = impl::stop_holdback(r, matched);
+    if (matched > 0) { // OpenAI: the stop sequence is not part of the output
+      r.generated.resize(r.generated.size() - matched);
+      d.stream_until(r, r.generated.size());
+      d.finish(r, "stop", now_ms);
+      continue;
+    }
+    if (static_cast<int32_t>(r.generated.size()) >= r.spec.max_tokens) {
+      d.stream_until(r, r.generated.size());
       d.finish(r, "length", now_ms);
+      continue;
+    }
+    d.stream_until(r, r.generated.size() - hold);
   }
   d.running.erase(std::remove_if(d.running.begin(), d.running.end(),
                                  [&](uint64_t id) { return d.requests.count(id) == 0; }),

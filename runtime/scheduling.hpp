@@ -3,7 +3,8 @@
 // Pure: the scheduler actor feeds it events and sends what it puts in the outbox.
 //
 // Request states:
-//   looking_up ──connector_lookup_done──► waiting ──grow ok──► running ──EOS/max_tokens──► finished
+//   looking_up ──connector_lookup_done──► waiting ──grow ok──► running ──EOS/stop/max_tokens──► finished
+//   (any state ──cancel, applied at the next pool step──► gone: released like a finished request)
 //                                            ▲               │  ▲  │
 //                                            │   (host-tier  ▼  │  │
 //                                            │    hit) parked on load (one step: its loads land)
@@ -60,6 +61,9 @@ struct scheduler_options {
   bool offload_saves = true; // kv_role allows saves
   int32_t chunk_size = 256;
   uint64_t unit_bytes = 0;   // bytes of one page unit (a block across every field)
+  // Requests looking up or waiting for admission; beyond it a new request is refused with
+  // completion_failed type "rate_limit_error" (HTTP 429). 0: unbounded.
+  int32_t max_waiting = 0;
 };
 
 // Commands and replies produced by one call into the core, for the actor to send.
@@ -99,6 +103,8 @@ struct scheduler_stats {
   int64_t save_failures_total = 0;    // reserves refused (no space)
   int64_t bytes_loaded = 0;
   int64_t bytes_saved = 0;
+  int64_t num_cancelled = 0;          // requests whose client went away before they finished
+  int64_t num_rejected = 0;           // refused because max_waiting requests were queued
   store_stats store;                  // as of the last connector step
 };
 
@@ -120,6 +126,10 @@ public:
   void on_lookup_done(const connector_lookup_done& done);
   // Evict every unreferenced HBM block in the next pool step; answered in the outbox.
   void request_evict(const evict_request& request);
+  // The client of `request_id` went away: the request leaves at the next pool step (it is in no
+  // plan after the one in flight), its blocks and units go back through the normal release,
+  // and it is answered with nothing. Unknown or finished ids are ignored.
+  void cancel(uint64_t request_id);
 
   // When idle and there is anything to do, the next pool step (the loop turns to awaiting_pool).
   std::optional<pool_step> next_pool_step();

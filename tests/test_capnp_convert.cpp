@@ -77,7 +77,7 @@ T filled() {
 
 TEMPLATE_TEST_CASE("every inspected field survives a round trip", "[capnp]", command_header,
                    completion_request, completion_chunk, completion_result, completion_failed,
-                   evict_request, evict_result, media_span, scheduled_request, step_plan,
+                   cancel_request, stop_sequence, evict_request, evict_result, media_span, scheduled_request, step_plan,
                    sampled_token, step_done, state_image_copy, unit_transfer, block_commit,
                    checkpoint_position, reserved_image, block_grow, image_unpin, pool_step,
                    grow_result, pool_step_done, connector_lookup, connector_lookup_done, kv_object,

@@ -41,27 +41,36 @@ struct harness {
     failures.insert(failures.end(), out.failures.begin(), out.failures.end());
   }
 
+  // One loop turn; `during_step` runs while the turn's plan is on the device.
+  void turn(const std::function<void()>& during_step = {}) {
+    auto ps = sched.next_pool_step();
+    if (!ps) { // only cancellations were left, and they emptied the queue
+      REQUIRE_FALSE(sched.has_work());
+      return;
+    }
+    auto plan = sched.on_pool_step_done(pool.apply(*ps));
+    REQUIRE(pool.check_invariants().empty());
+    if (plan) {
+      plans.push_back(*plan);
+      if (during_step)
+        during_step();
+      step_done done;
+      done.header = plan->header;
+      for (auto& r : plan->requests)
+        if (r.sample) {
+          int32_t pos = r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1;
+          done.samples.push_back({r.request_id, pos, (pos * 7 + 3) % 200, static_cast<uint64_t>(pos)});
+        }
+      sched.on_step_done(done, now += 1);
+    }
+    drain_outbox();
+  }
+
   // Runs loop turns until nothing is left to do (bounded).
   void run(int max_turns = 10000) {
     drain_outbox();
-    for (int i = 0; i < max_turns && sched.has_work(); ++i) {
-      auto ps = sched.next_pool_step();
-      REQUIRE(ps);
-      auto plan = sched.on_pool_step_done(pool.apply(*ps));
-      REQUIRE(pool.check_invariants().empty());
-      if (plan) {
-        plans.push_back(*plan);
-        step_done done;
-        done.header = plan->header;
-        for (auto& r : plan->requests)
-          if (r.sample) {
-            int32_t pos = r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1;
-            done.samples.push_back({r.request_id, pos, (pos * 7 + 3) % 200, static_cast<uint64_t>(pos)});
-          }
-        sched.on_step_done(done, now += 1);
-      }
-      drain_outbox();
-    }
+    for (int i = 0; i < max_turns && sched.has_work(); ++i)
+      turn();
     REQUIRE_FALSE(sched.has_work());
   }
 
@@ -1017,4 +1026,129 @@ TEST_CASE("scheduling offload: images reserved below the host resume point are g
   h.run();
   CHECK(h.result(1).resume_at == 704);
   CHECK(h.pool.check_invariants().empty());
+}
+
+namespace {
+
+bool in_plan(const step_plan& p, uint64_t id) {
+  return std::any_of(p.requests.begin(), p.requests.end(), [&](const scheduled_request& r) { return r.request_id == id; });
+}
+
+} // namespace
+
+TEST_CASE("scheduling: a request cancelled while its step runs is in no later plan and gives its blocks back") {
+  harness h(dense_options());
+  h.add(1, 150, 40);
+  h.add(2, 30, 40, 50);
+  h.drain_outbox();
+  h.turn();
+  h.turn();
+  REQUIRE(in_plan(h.plans.back(), 1));
+  const size_t hangup_plan = h.plans.size(); // the plan on the device when the client hangs up
+  h.turn([&] { h.sched.cancel(1); });
+  REQUIRE(in_plan(h.plans[hangup_plan], 1));
+  h.run();
+  for (size_t i = hangup_plan + 1; i < h.plans.size(); ++i)
+    CHECK_FALSE(in_plan(h.plans[i], 1));
+  CHECK(h.results.size() == 1); // only request 2 is answered
+  CHECK(h.result(2).token_ids.size() == 40);
+  CHECK(h.sched.stats().num_cancelled == 1);
+  CHECK(h.sched.stats().num_running == 0);
+  // Everything went back: the blocks it computed are cached (committed), none is held.
+  CHECK(h.pool.num_held() == 0);
+  CHECK(h.pool.num_free() + h.pool.num_cached() == 64);
+  CHECK(h.pool.num_cached() > 0);
+}
+
+TEST_CASE("scheduling: a request cancelled while waiting or looking up never runs") {
+  auto o = dense_options();
+  o.max_num_seqs = 1;
+  harness h(o);
+  h.add(1, 40, 3);
+  h.add(2, 40, 3, 60);
+  h.drain_outbox();
+  h.add(3, 40, 3, 90); // still looking up: its lookup answer arrives after the cancel
+  h.sched.cancel(2);   // waiting behind request 1
+  h.sched.cancel(3);
+  h.run();
+  for (auto& p : h.plans) {
+    CHECK_FALSE(in_plan(p, 2));
+    CHECK_FALSE(in_plan(p, 3));
+  }
+  REQUIRE(h.results.size() == 1);
+  CHECK(h.results[0].request_id == 1);
+  CHECK(h.sched.stats().num_cancelled == 2);
+  CHECK(h.pool.num_held() == 0);
+  h.sched.cancel(1); // finished already: ignored
+  h.run();
+  CHECK(h.sched.stats().num_cancelled == 2);
+}
+
+TEST_CASE("scheduling: beyond max_waiting queued requests a new one is refused as rate_limit_error") {
+  auto o = dense_options();
+  o.max_waiting = 2;
+  harness h(o);
+  h.add(1, 40, 3);
+  h.add(2, 40, 3);
+  h.add(3, 40, 3);
+  auto out = h.sched.take_outbox();
+  REQUIRE(out.failures.size() == 1);
+  CHECK(out.failures[0].request_id == 3);
+  CHECK(out.failures[0].type == "rate_limit_error");
+  CHECK(out.failures[0].message == "the node has 2 requests waiting (scheduler.max_waiting = 2); retry later");
+  CHECK(h.sched.stats().num_rejected == 1);
+  for (auto& l : out.lookups)
+    h.sched.on_lookup_done({l.request_id, 0, 0, "none", {}, {}});
+  h.run();
+  CHECK(h.results.size() == 2);
+  h.add(4, 40, 3); // running requests do not count: the queue has room again
+  h.run();
+  CHECK(h.results.size() == 3);
+}
+
+TEST_CASE("scheduling: a stop sequence ends the request and is left out of the output and the stream") {
+  // The fake device samples (pos * 7 + 3) % 200 at position pos: a 20-token prompt samples
+  // 136, 143, 150, 157, ... at positions 19, 20, 21, 22, ...
+  auto o = dense_options();
+  harness h(o);
+  completion_request r;
+  r.request_id = 1;
+  for (int32_t i = 0; i < 20; ++i)
+    r.prompt.push_back(i + 1);
+  r.max_tokens = 10;
+  r.stream = true;
+  r.stop = {{{150, 999}}, {{143, 150, 157}}, {{7}}};
+  h.sched.add(r, 0);
+  h.run();
+  REQUIRE(h.results.size() == 1);
+  CHECK(h.results[0].finish_reason == "stop");
+  CHECK(h.results[0].token_ids == std::vector<int32_t>{136});
+  // 143 and 150 were held back (a stop could start there) and never streamed.
+  REQUIRE(h.chunks.size() == 1);
+  CHECK(h.chunks[0].token_id == 136);
+
+  // A partial match that does not complete is streamed once it is ruled out or at the end.
+  harness g(o);
+  r.stop = {{{150, 999}}};
+  r.max_tokens = 4;
+  g.sched.add(r, 0);
+  g.run();
+  REQUIRE(g.results.size() == 1);
+  CHECK(g.results[0].finish_reason == "length");
+  CHECK(g.results[0].token_ids == std::vector<int32_t>{136, 143, 150, 157});
+  std::vector<int32_t> streamed;
+  for (auto& c : g.chunks)
+    streamed.push_back(c.token_id);
+  CHECK(streamed == g.results[0].token_ids);
+  for (size_t i = 0; i < g.chunks.size(); ++i)
+    CHECK(g.chunks[i].index == static_cast<int32_t>(i));
+}
+
+TEST_CASE("scheduling: results carry time to first token and the gaps between tokens") {
+  harness h(dense_options());
+  h.add(1, 20, 4);
+  h.run();
+  const auto& r = h.result(1);
+  CHECK(r.first_token_ms == 1.0); // the fake clock advances 1 ms per step; one prefill step
+  CHECK(r.inter_token_ms == std::vector<float>{1.0f, 1.0f, 1.0f});
 }
