@@ -1,12 +1,16 @@
 #include "actors/frontend.hpp"
 
+#include <arpa/inet.h>
+
 #include <chrono>
+#include <map>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "runtime/tokenizer.hpp"
+#include "runtime/utf8.hpp"
 
 namespace ordo {
 
@@ -36,37 +40,131 @@ size_t http_bridge::size() const {
   return entries_.size();
 }
 
+parse_worker::parse_worker() {
+  thread_ = std::thread([this] {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty())
+          return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  });
+}
+
+parse_worker::~parse_worker() { stop(); }
+
+void parse_worker::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+void parse_worker::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id())
+    thread_.join();
+}
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost")
+    return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
 namespace {
 
 constexpr const char* json_type = "application/json";
 
-void send_error(const std::shared_ptr<http_responder>& r, const api_error& e, const frontend_options& opt) {
+// Every error the frontend answers goes through here, so each is counted once.
+void send_error(http_responder& r, const api_error& e, const frontend_options& opt) {
   if (opt.on_error)
     opt.on_error(e.status);
-  r->send(e.status, json_type, render_error(e));
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (e.status == 429)
+    headers.emplace_back("Retry-After", "1");
+  if (e.status == 401)
+    headers.emplace_back("WWW-Authenticate", "Bearer");
+  r.send(e.status, json_type, render_error(e), std::move(headers));
 }
 
 struct frontend_state {
   scheduler_actor scheduler;
   std::shared_ptr<http_bridge> bridge;
   frontend_options options;
+  // Streams started, with the bytes of a UTF-8 sequence still open and the tokens that carry them.
+  struct stream_text {
+    std::string pending;
+    std::vector<int32_t> tokens;
+  };
+  std::map<uint64_t, stream_text> streams;
   static inline const char* name = "frontend";
 };
 
-frontend_actor::behavior_type frontend(frontend_actor::stateful_pointer<frontend_state> self, scheduler_actor scheduler,
-                                       std::shared_ptr<http_bridge> bridge, frontend_options options) {
+using frontend_ptr = frontend_actor::stateful_pointer<frontend_state>;
+
+// The 200 and the SSE headers of a streamed request, sent with its first chunk or its result.
+frontend_state::stream_text& start_stream_once(frontend_ptr self, uint64_t id, const http_bridge::pending& p) {
+  auto [it, fresh] = self->state.streams.try_emplace(id);
+  if (fresh) {
+    p.responder->start_stream(200, "text/event-stream");
+    if (p.chat)
+      p.responder->write(render_chat_stream_role(id, self->state.options.model_name, p.created));
+  }
+  return it->second;
+}
+
+// Writes the text of the tokens so far, holding back a UTF-8 sequence that may still complete
+// (all of it when `final`), so the pieces add up to exactly the whole completion's text.
+void write_text(frontend_ptr self, uint64_t id, const http_bridge::pending& p, frontend_state::stream_text& st,
+                bool final) {
+  std::string piece;
+  st.pending.erase(0, append_utf8(st.pending, final, piece));
+  if (piece.empty() && !(final && !st.tokens.empty()))
+    return;
+  const auto& name = self->state.options.model_name;
+  p.responder->write(p.chat ? render_chat_stream_chunk(id, piece, st.tokens, name, p.created)
+                            : render_stream_chunk(id, piece, st.tokens, name, p.created));
+  st.tokens.clear();
+}
+
+frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor scheduler, std::shared_ptr<http_bridge> bridge,
+                                       frontend_options options) {
   self->state.scheduler = std::move(scheduler);
   self->state.bridge = std::move(bridge);
   self->state.options = std::move(options);
   return {
     [=](completion_request& request) { self->send(self->state.scheduler, std::move(request)); },
+    [=](cancel_request& cancel) {
+      self->state.streams.erase(cancel.request_id);
+      self->send(self->state.scheduler, cancel);
+    },
     [=](evict_request& request) { self->send(self->state.scheduler, std::move(request)); },
     [=](const completion_chunk& chunk) {
       auto p = self->state.bridge->peek(chunk.request_id);
       if (!p.responder || !p.stream)
         return;
-      p.responder->write(render_stream_chunk(chunk.request_id, byte_tokenizer::decode_one(chunk.token_id),
-                                             chunk.token_id, self->state.options.model_name, p.created));
+      auto& st = start_stream_once(self, chunk.request_id, p);
+      st.pending += byte_tokenizer::decode_one(chunk.token_id);
+      st.tokens.push_back(chunk.token_id);
+      write_text(self, chunk.request_id, p, st, false);
     },
     [=](const completion_result& result) {
       auto p = self->state.bridge->take(result.request_id);
@@ -74,12 +172,20 @@ frontend_actor::behavior_type frontend(frontend_actor::stateful_pointer<frontend
         return;
       const auto& name = self->state.options.model_name;
       if (p.stream) {
-        p.responder->write(render_stream_final(result, name, p.created));
+        auto& st = start_stream_once(self, result.request_id, p);
+        write_text(self, result.request_id, p, st, true);
+        self->state.streams.erase(result.request_id);
+        p.responder->write(p.chat ? render_chat_stream_final(result, name, p.created)
+                                  : render_stream_final(result, name, p.created));
+        if (p.include_usage)
+          p.responder->write(render_usage_chunk(result, p.chat, name, p.created));
         p.responder->write(render_stream_done());
         p.responder->end_stream();
       } else {
+        const auto text = sanitize_utf8(byte_tokenizer::decode(result.token_ids));
         p.responder->send(200, json_type,
-                          render_completion(result, byte_tokenizer::decode(result.token_ids), name, p.created));
+                          p.chat ? render_chat_completion(result, text, name, p.created)
+                                 : render_completion(result, text, name, p.created));
       }
     },
     [=](const completion_failed& failed) {
@@ -87,14 +193,14 @@ frontend_actor::behavior_type frontend(frontend_actor::stateful_pointer<frontend
       if (!p.responder)
         return;
       auto e = to_api_error(failed);
-      if (self->state.options.on_error)
-        self->state.options.on_error(e.status);
-      if (p.stream) {
+      if (p.stream && self->state.streams.erase(failed.request_id) > 0) {
+        if (self->state.options.on_error)
+          self->state.options.on_error(e.status);
         p.responder->write(render_stream_error(e));
         p.responder->write(render_stream_done());
         p.responder->end_stream();
       } else {
-        p.responder->send(e.status, json_type, render_error(e));
+        send_error(*p.responder, e, self->state.options);
       }
     },
     [=](const evict_result& result) {
@@ -114,6 +220,20 @@ int64_t unix_seconds() {
       .count();
 }
 
+// Compares in time independent of where the strings differ (a key is not guessed byte by byte).
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+bool has_bearer(const http_request& req, const std::string& key) {
+  static const std::string prefix = "Bearer ";
+  std::string auth = req.header("authorization");
+  return auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), key);
+}
+
 } // namespace
 
 frontend_actor spawn_frontend(caf::actor_system& sys, scheduler_actor scheduler, std::shared_ptr<http_bridge> bridge,
@@ -121,14 +241,31 @@ frontend_actor spawn_frontend(caf::actor_system& sys, scheduler_actor scheduler,
   return sys.spawn(frontend, std::move(scheduler), std::move(bridge), std::move(options));
 }
 
-http_server::handler make_http_handler(frontend_actor fe, std::shared_ptr<http_bridge> bridge,
-                                       frontend_options opt, std::shared_ptr<std::atomic<bool>> draining) {
-  return [fe, bridge, opt, draining](http_request req, std::shared_ptr<http_responder> res) {
-    auto method_not_allowed = [&](const char* allowed) {
-      send_error(res, {405, "method " + req.method + " is not allowed on " + req.path + "; use " + allowed,
-                       "invalid_request_error"},
-                 opt);
+http_server::handler make_http_handler(frontend_actor fe, std::shared_ptr<http_bridge> bridge, frontend_options opt,
+                                       std::shared_ptr<std::atomic<bool>> draining,
+                                       std::shared_ptr<parse_worker> parser) {
+  return [fe, bridge, opt, draining, parser](http_request req, std::shared_ptr<http_responder> res) {
+    auto fail = [&](int status, std::string message, const char* type) {
+      send_error(*res, {status, std::move(message), type}, opt);
     };
+    auto method_not_allowed = [&](const char* allowed) {
+      fail(405, "method " + req.method + " is not allowed on " + req.path + "; use " + allowed,
+           "invalid_request_error");
+    };
+    const bool api = req.path.compare(0, 4, "/v1/") == 0;
+    const bool admin = req.path.compare(0, 7, "/admin/") == 0;
+    if (api && !opt.api_key.empty() && !has_bearer(req, opt.api_key))
+      return fail(401, "missing or wrong API key: send the header Authorization: Bearer <server.api_key>",
+                  "authentication_error");
+    if (admin && opt.admin_disabled)
+      return fail(403,
+                  "admin endpoints are off: the node listens beyond loopback and server.admin_key is not set; "
+                  "set server.admin_key and send Authorization: Bearer <key>",
+                  "permission_error");
+    if (admin && !opt.admin_key.empty() && !has_bearer(req, opt.admin_key))
+      return fail(401, "missing or wrong admin key: send the header Authorization: Bearer <server.admin_key>",
+                  "authentication_error");
+
     if (req.path == "/health") {
       if (req.method != "GET")
         return method_not_allowed("GET");
@@ -140,38 +277,53 @@ http_server::handler make_http_handler(frontend_actor fe, std::shared_ptr<http_b
         return method_not_allowed("GET");
       return res->send(200, "text/plain; version=0.0.4", opt.render_metrics ? opt.render_metrics() : "");
     }
-    if (req.path == "/v1/completions") {
+    if (req.path == "/v1/models") {
+      if (req.method != "GET")
+        return method_not_allowed("GET");
+      return res->send(200, json_type, render_models(opt.model_name, opt.created));
+    }
+    if (req.path == "/v1/completions" || req.path == "/v1/chat/completions") {
       if (req.method != "POST")
         return method_not_allowed("POST");
       if (draining->load())
-        return send_error(res, {503, "the node is shutting down", "server_error"}, opt);
-      auto parsed = parse_completion_request(req.body, opt.limits);
-      if (auto* e = std::get_if<api_error>(&parsed))
-        return send_error(res, *e, opt);
-      auto request = std::get<completion_request>(std::move(parsed));
-      request.request_id = bridge->next_id();
-      http_bridge::pending p{res, request.stream, unix_seconds()};
-      if (request.stream)
-        res->start_stream(200, "text/event-stream");
-      bridge->put(request.request_id, std::move(p));
-      caf::anon_send(fe, std::move(request));
+        return fail(503, "the node is shutting down", "server_error");
+      const bool chat = req.path == "/v1/chat/completions";
+      parser->post([fe, bridge, opt, chat, body = std::move(req.body), res]() {
+        auto parsed = chat ? parse_chat_completion_request(body, opt.limits)
+                           : parse_completion_request(body, opt.limits);
+        if (auto* e = std::get_if<api_error>(&parsed))
+          return send_error(*res, *e, opt);
+        auto& call = std::get<api_request>(parsed);
+        const uint64_t id = bridge->next_id();
+        call.request.request_id = id;
+        bridge->put(id, {res, call.request.stream, unix_seconds(), call.chat, call.include_usage});
+        caf::anon_send(fe, std::move(call.request));
+        // After the request: the cancel can only reach the scheduler behind it.
+        res->on_hangup([fe, bridge, id] {
+          if (bridge->take(id).responder)
+            caf::anon_send(fe, cancel_request{id});
+        });
+      });
       return;
     }
     if (req.path == "/admin/evict") {
       if (req.method != "POST")
         return method_not_allowed("POST");
-      auto parsed = parse_evict_request(req.body);
-      if (auto* e = std::get_if<api_error>(&parsed))
-        return send_error(res, *e, opt);
-      evict_request request{bridge->next_id(), std::get<std::string>(parsed)};
-      bridge->put(request.request_id, {res, false, unix_seconds()});
-      caf::anon_send(fe, std::move(request));
+      parser->post([fe, bridge, opt, body = std::move(req.body), res]() {
+        auto parsed = parse_evict_request(body);
+        if (auto* e = std::get_if<api_error>(&parsed))
+          return send_error(*res, *e, opt);
+        evict_request request{bridge->next_id(), std::get<std::string>(parsed)};
+        bridge->put(request.request_id, {res, false, unix_seconds()});
+        caf::anon_send(fe, std::move(request));
+      });
       return;
     }
-    send_error(res, {404, "no route for " + req.method + " " + req.path +
-                              "; try POST /v1/completions, GET /health, GET /metrics, POST /admin/evict",
-                     "not_found_error"},
-               opt);
+    fail(404,
+         "no route for " + req.method + " " + req.path +
+             "; try POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics, "
+             "POST /admin/evict",
+         "not_found_error");
   };
 }
 

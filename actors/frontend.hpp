@@ -1,10 +1,15 @@
 // frontend: the bridge between the HTTP server thread (actors/http_server.hpp) and the actors.
 //
-// HTTP thread: parses and validates a request (runtime/completion_api.hpp), registers its
-// responder in the bridge under a fresh request id, and anon_sends the request to the frontend
-// actor. Frontend actor: forwards requests to the scheduler and renders the scheduler's answers
-// onto the registered responders.
+// HTTP thread: routes, checks the bearer keys, and hands each request body to the parse worker.
+// Parse worker (its own thread): parses and validates the body (runtime/completion_api.hpp),
+// registers its responder in the bridge under a fresh request id, anon_sends the request to the
+// frontend actor, and asks the responder to report a hang-up (→ cancel_request). Frontend actor:
+// forwards requests and cancellations to the scheduler and renders the scheduler's answers onto
+// the registered responders.
 //   (per request) registered ──completion_chunk*──► streaming ──completion_result/failed──► answered
+//        └──────────────── client hung up ──► cancel_request to the scheduler (answered by nobody)
+// NOTE(stream): a streamed response starts (200, SSE) with its first chunk or result, so a request
+// the scheduler refuses (429, 400) still gets its own status.
 #pragma once
 
 #include <atomic>
@@ -14,6 +19,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 
@@ -30,6 +38,8 @@ public:
     std::shared_ptr<http_responder> responder;
     bool stream = false;
     int64_t created = 0;
+    bool chat = false;          // /v1/chat/completions: chat shapes
+    bool include_usage = false; // stream_options.include_usage: a usage chunk before [DONE]
   };
 
   uint64_t next_id() { return ++last_id_; }
@@ -46,9 +56,31 @@ private:
   std::map<uint64_t, pending> entries_;
 };
 
+// Runs jobs in order on its own thread (request bodies are parsed here, not on the HTTP loop).
+class parse_worker {
+public:
+  parse_worker();
+  ~parse_worker(); // runs what is queued, then joins
+  parse_worker(const parse_worker&) = delete;
+  parse_worker& operator=(const parse_worker&) = delete;
+  void post(std::function<void()> job);
+  void stop(); // idempotent
+
+private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 struct frontend_options {
   std::string model_name;
+  int64_t created = 0; // when the node started (GET /v1/models)
   api_limits limits;
+  std::string api_key;         // "" = /v1/* needs no key
+  std::string admin_key;       // "" = /admin/* needs no key (loopback only)
+  bool admin_disabled = false; // bound beyond loopback without an admin key: /admin/* is 403
   // Prometheus text for GET /metrics; called on the HTTP thread.
   std::function<std::string()> render_metrics;
   // Counts requests answered with an error (by HTTP status), called on any thread.
@@ -58,9 +90,14 @@ struct frontend_options {
 frontend_actor spawn_frontend(caf::actor_system& sys, scheduler_actor scheduler, std::shared_ptr<http_bridge> bridge,
                               frontend_options options);
 
-// The HTTP handler: routes /v1/completions, /health, /metrics, /admin/evict. Runs on the HTTP
-// thread. `draining` makes new completions answer 503.
+// The HTTP handler: routes /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics,
+// /admin/evict. Runs on the HTTP thread; bodies are parsed on `parser`. `draining` makes new
+// completions answer 503.
 http_server::handler make_http_handler(frontend_actor frontend, std::shared_ptr<http_bridge> bridge,
-                                       frontend_options options, std::shared_ptr<std::atomic<bool>> draining);
+                                       frontend_options options, std::shared_ptr<std::atomic<bool>> draining,
+                                       std::shared_ptr<parse_worker> parser);
+
+// Whether `host` (an address or a name) is a loopback one; admin endpoints need a key otherwise.
+bool is_loopback_host(const std::string& host);
 
 } // namespace ordo

@@ -14,6 +14,8 @@
 #include "actors/scheduler.hpp"
 #include "actors/store.hpp"
 #include "runtime/layouts.hpp"
+#include "runtime/memory_check.hpp"
+#include "runtime/model_presets.hpp"
 #include "runtime/node_metrics.hpp"
 #include "runtime/page_units.hpp"
 #include "runtime/prefix_hash.hpp"
@@ -31,6 +33,36 @@ caf::actor_system_config make_actor_config() {
   return cfg;
 }
 
+// Refuses sizes the host cannot hold before allocating them (Linux overcommits: a huge arena
+// would "succeed" and the node be killed later): the host tier always, and on the CPU device
+// the KV arena with the weights.
+void check_host_memory(const node_config& cfg, const model_options& mo) {
+  const uint64_t available = available_memory_bytes();
+  if (cfg.connector == "offload")
+    check_allocation("store.capacity_mb = " + std::to_string(cfg.store_capacity_mb),
+                     static_cast<uint64_t>(cfg.store_capacity_mb) << 20, available);
+  if (cfg.device_kind != "cpu")
+    return;
+  const model_dims dims = dims_of(mo.preset, mo.size);
+  uint64_t unit_bytes = 0;
+  for (const auto& r : region_layout(dims, mo.kv, mo.block_size))
+    unit_bytes += r.row_bytes * static_cast<uint64_t>(r.rows_per_block);
+  const uint64_t kv = unit_bytes * static_cast<uint64_t>(cfg.num_blocks);
+  const uint64_t weights = parameter_count(dims) * sizeof(float);
+  check_allocation("cache.num_blocks = " + std::to_string(cfg.num_blocks) + " (with the " +
+                       format_bytes(weights) + " of weights)",
+                   kv + weights, available);
+}
+
+// The request body limit: server.max_body_bytes, or enough for a prompt filling the context in
+// the widest form a client may send (token ids of up to 7 bytes each, or escaped text) plus room
+// for the other fields.
+size_t body_limit(const node_config& cfg, int32_t max_context) {
+  if (cfg.max_body_bytes > 0)
+    return static_cast<size_t>(cfg.max_body_bytes);
+  return (64u << 10) + 8u * static_cast<size_t>(max_context);
+}
+
 } // namespace
 
 struct node::impl {
@@ -41,6 +73,7 @@ struct node::impl {
   std::shared_ptr<http_bridge> bridge = std::make_shared<http_bridge>();
   std::shared_ptr<std::atomic<bool>> draining = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<http_server> http;
+  std::shared_ptr<parse_worker> parser = std::make_shared<parse_worker>();
   std::vector<caf::actor> actors;
   node_metrics_ptr metrics;
   std::shared_ptr<device> dev;
@@ -69,6 +102,7 @@ int node::start() {
   auto& d = *impl_;
   validate(d.cfg);
   auto model_opts = to_model_options(d.cfg);
+  check_host_memory(d.cfg, model_opts);
   std::shared_ptr<device> dev = make_configured_device(d.cfg);
   auto mdl = std::make_shared<model>(model_opts, *dev);
   const auto& geo = mdl->geometry();
@@ -141,6 +175,7 @@ int node::start() {
   sched_opts.offload_saves = role_saves;
   sched_opts.chunk_size = d.cfg.chunk_size;
   sched_opts.unit_bytes = units.unit_bytes();
+  sched_opts.max_waiting = d.cfg.max_waiting;
   auto metrics = d.metrics;
   auto scheduler = spawn_scheduler(sys, sched_opts, {pool, runner, connector},
                                    [metrics](const scheduler_stats& s, const completion_result* r) {
@@ -151,6 +186,15 @@ int node::start() {
   fe_opts.model_name = std::string("ordo-") + to_string(d.cfg.preset) + "-" + to_string(d.cfg.size);
   fe_opts.limits.max_context = geo.max_context;
   fe_opts.limits.vocab_size = geo.vocab_size;
+  fe_opts.created = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch()).count();
+  fe_opts.api_key = d.cfg.api_key;
+  fe_opts.admin_key = d.cfg.admin_key;
+  fe_opts.admin_disabled = d.cfg.admin_key.empty() && !is_loopback_host(d.cfg.host);
+  if (fe_opts.admin_disabled)
+    spdlog::warn("ordo node: server.host = {} is not loopback and server.admin_key is not set: /admin/* answers 403 "
+                 "until an admin key is configured",
+                 d.cfg.host);
   fe_opts.render_metrics = [metrics] { return metrics->render(); };
   fe_opts.on_error = [metrics](int status) { metrics->count_error(status); };
   auto fe = spawn_frontend(sys, scheduler, d.bridge, fe_opts);
@@ -158,7 +202,16 @@ int node::start() {
               caf::actor_cast<caf::actor>(runner), caf::actor_cast<caf::actor>(pool),
               caf::actor_cast<caf::actor>(connector), caf::actor_cast<caf::actor>(store)};
 
-  d.http = std::make_unique<http_server>(d.cfg.host, d.cfg.port, make_http_handler(fe, d.bridge, fe_opts, d.draining));
+  http_server_options http_opts;
+  http_opts.host = d.cfg.host;
+  http_opts.port = d.cfg.port;
+  http_opts.max_body_bytes = body_limit(d.cfg, geo.max_context);
+  http_opts.header_timeout_ms = static_cast<uint64_t>(d.cfg.header_timeout_s) * 1000;
+  http_opts.body_timeout_ms = static_cast<uint64_t>(d.cfg.body_timeout_s) * 1000;
+  http_opts.idle_timeout_ms = static_cast<uint64_t>(d.cfg.idle_timeout_s) * 1000;
+  http_opts.max_connections = static_cast<size_t>(d.cfg.max_connections);
+  http_opts.on_error = fe_opts.on_error;
+  d.http = std::make_unique<http_server>(http_opts, make_http_handler(fe, d.bridge, fe_opts, d.draining, d.parser));
   try {
     d.port = d.http->start();
   } catch (...) {
@@ -190,6 +243,7 @@ void node::drain_and_stop(std::chrono::milliseconds timeout) {
       spdlog::warn("ordo node: stopping with {} requests still in flight", d.bridge->size());
     d.http->stop();
   }
+  d.parser->stop(); // before the actors: its jobs send to them
   for (auto& a : d.actors)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   d.actors.clear();

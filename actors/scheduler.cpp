@@ -63,6 +63,8 @@ void flush(self_ptr self) {
       st.requesters.erase(it);
     }
   }
+  if (!out.failures.empty() && st.observer)
+    st.observer(st.core->stats(), nullptr); // refusals (429) are counted at once
   for (auto& f : out.failures) {
     spdlog::info("request {} failed: {}", f.request_id, f.message);
     if (auto it = st.requesters.find(f.request_id); it != st.requesters.end()) {

@@ -1,5 +1,7 @@
 #include "runtime/completion_api.hpp"
 
+#include "runtime/chat_template.hpp"
+#include "runtime/json_guard.hpp"
 #include "runtime/tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -9,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 namespace ordo {
 
@@ -17,21 +20,7 @@ namespace {
 using json = nlohmann::json;
 
 // Invalid UTF-8 (a multi-byte char cut between tokens) becomes U+FFFD instead of throwing.
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-api_error bad(std::string message) {
-  return api_error{400, std::move(message), "invalid_request_error"};
-}
-
-// A short rendering of an offending value for error messages.
-std::string shown(const json& v) {
-  std::string s = dump(v);
-  if (s.size() > 60)
-    s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 const char* type_name(const json& v) {
   if (v.is_number_float())
@@ -39,6 +28,84 @@ const char* type_name(const json& v) {
   if (v.is_number())
     return "an integer";
   return v.type_name(); // "string", "array", "object", "boolean", "null"
+}
+
+// Every client error goes through here, so no input can make a message longer than the bound.
+api_error bad(std::string message) {
+  return api_error{400, bounded_message(std::move(message)), "invalid_request_error"};
+}
+
+// A short rendering of an offending value for error messages (bounded, never recursive).
+std::string shown(const json& v) { return json_preview(v); }
+
+// "string \"ten\"", "an integer 5", "null": what a client sent, for "..., got " + described(v).
+std::string described(const json& v) {
+  if (v.is_null())
+    return "null";
+  return std::string(type_name(v)) + " " + shown(v);
+}
+
+// body[name], or nullptr when it is absent or null (both mean "use the default").
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+// Where a JSON text stops being valid: a SAX pass that keeps nothing but the error position
+// (the number of bytes read, so the offending byte is the one before it).
+size_t json_error_offset(const std::string& text) {
+  struct locator : json::json_sax_t {
+    size_t position = 0;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t at, const std::string&, const json::exception&) override {
+      position = at;
+      return false;
+    }
+  } sax;
+  json::sax_parse(text, &sax);
+  return sax.position;
+}
+
+// The JSON object of a request body. Nesting is checked on the raw text first: the parser
+// would cope, but dump and compare recurse over a value, so no deep value may get past here.
+std::variant<json, api_error> parse_body(const std::string& text, const char* example) {
+  if (auto deep = json_find_too_deep(text)) {
+    const std::string limit = std::to_string(json_max_depth);
+    if (!deep->key.empty())
+      return bad(deep->key + " nests arrays and objects more than " + limit +
+                 " levels deep; a request body may nest at most " + limit + " levels");
+    return bad("request body nests arrays and objects more than " + limit +
+               " levels deep; at most " + limit + " levels are allowed");
+  }
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    const size_t at = std::min(json_error_offset(text), text.size());
+    const size_t from = at > 40 ? at - 40 : 0;
+    std::string where = "at byte " + std::to_string(at);
+    std::string key = json_top_level_key_at(text, at > 0 ? at - 1 : 0);
+    if (!key.empty())
+      where += ", in \"" + key + "\"";
+    if (at > from)
+      where +=
+          ", near \"" + json_text_preview(std::string_view(text).substr(from, at - from)) + "\"";
+    return bad("request body is not valid JSON (" + where + "): expected an object such as " +
+               example);
+  }
+  if (!body.is_object())
+    return bad(std::string("request body must be a JSON object such as ") + example + ", got " +
+               type_name(body));
+  return body;
 }
 
 // Token ids of a prompt given as an array of integers; nullopt-like via error string.
@@ -50,7 +117,7 @@ std::variant<std::vector<int32_t>, api_error> parse_token_ids(const json& arr,
     const json& t = arr[i];
     if (!t.is_number_integer())
       return bad("prompt[" + std::to_string(i) + "] must be an integer token id in [0, " +
-                 std::to_string(limits.vocab_size) + "), got " + type_name(t) + " " + shown(t));
+                 std::to_string(limits.vocab_size) + "), got " + described(t));
     if (t.is_number_unsigned() ? t.get<uint64_t>() >= uint64_t(limits.vocab_size)
                                : (t.get<int64_t>() < 0 || t.get<int64_t>() >= limits.vocab_size))
       return bad("prompt[" + std::to_string(i) + "] = " + shown(t) +
@@ -93,7 +160,8 @@ std::variant<std::vector<int32_t>, api_error> parse_prompt(const json& body,
     for (const json& t : inner)
       if (!t.is_number_integer())
         return bad("prompt[0] must be a string or an array of integer token ids, got an "
-                   "element that is " + std::string(type_name(t)) + " " + shown(t));
+                   "element that is " +
+                   described(t));
     return parse_token_ids(inner, limits);
   }
   return parse_token_ids(p, limits);
@@ -109,7 +177,7 @@ std::variant<int32_t, api_error> parse_span_int(const json& span, const std::str
   if (it == span.end() || it->is_null())
     return bad(field + " is required: " + range);
   if (!it->is_number_integer())
-    return bad(field + " must be " + range + ", got " + type_name(*it) + " " + shown(*it));
+    return bad(field + " must be " + range + ", got " + described(*it));
   bool in_range = it->is_number_unsigned()
                       ? it->get<uint64_t>() <= uint64_t(max)
                       : (it->get<int64_t>() >= min && it->get<int64_t>() <= max);
@@ -129,7 +197,7 @@ std::variant<uint64_t, api_error> parse_span_hash(const json& span, const std::s
     return it->get<uint64_t>();
   const std::string allowed = where + ".hash must be " + kinds;
   if (!it->is_string())
-    return bad(allowed + ", got " + type_name(*it) + " " + shown(*it));
+    return bad(allowed + ", got " + described(*it));
   const auto& s = it->get_ref<const std::string&>();
   bool hex = !s.empty() && s.size() <= 16 &&
              std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c) != 0; });
@@ -148,13 +216,13 @@ std::variant<std::vector<media_span>, api_error> parse_media(const json& body, s
   static const char* shape = R"({"offset": int, "length": int, "hash": "hex" or int})";
   if (!it->is_array())
     return bad(std::string("media must be an array of ") + shape + " objects, got " +
-               type_name(*it) + " " + shown(*it));
+               described(*it));
   const int64_t len = static_cast<int64_t>(prompt_len);
   for (size_t i = 0; i < it->size(); ++i) {
     const json& s = (*it)[i];
     const std::string where = "media[" + std::to_string(i) + "]";
     if (!s.is_object())
-      return bad(where + " must be an object " + shape + ", got " + type_name(s) + " " + shown(s));
+      return bad(where + " must be an object " + shape + ", got " + described(s));
     auto offset = parse_span_int(s, where, "offset", 0, len - 1);
     if (auto* e = std::get_if<api_error>(&offset))
       return *e;
@@ -196,102 +264,276 @@ std::variant<std::vector<media_span>, api_error> parse_media(const json& body, s
   return sorted;
 }
 
-} // namespace
+// max_tokens / max_completion_tokens: an integer in [1, cap].
+std::variant<int32_t, api_error> parse_max_tokens(const json& v, const char* name, int cap) {
+  const std::string range = "an integer between 1 and " + std::to_string(cap);
+  if (!v.is_number_integer())
+    return bad(std::string(name) + " must be " + range + ", got " + described(v));
+  bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(cap)
+                                         : (v.get<int64_t>() >= 1 && v.get<int64_t>() <= cap);
+  if (!in_range || v.get<int64_t>() < 1)
+    return bad(std::string(name) + " must be " + range + ", got " + shown(v));
+  return static_cast<int32_t>(v.get<int64_t>());
+}
 
-std::variant<completion_request, api_error> parse_completion_request(const std::string& text,
-                                                                     const api_limits& limits) {
-  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded())
-    return bad("request body is not valid JSON: expected an object such as "
-               "{\"prompt\": \"Hello\", \"max_tokens\": 16}");
-  if (!body.is_object())
-    return bad(std::string("request body must be a JSON object, got ") + type_name(body));
+constexpr size_t max_stop_sequences = 4;
+constexpr size_t max_stop_bytes = 64;
 
-  completion_request req;
-  auto prompt = parse_prompt(body, limits);
-  if (auto* e = std::get_if<api_error>(&prompt))
-    return *e;
-  req.prompt = std::move(std::get<std::vector<int32_t>>(prompt));
+// "stop": one string or up to 4, each 1–64 bytes, as byte token ids (no BOS).
+std::variant<std::vector<stop_sequence>, api_error> parse_stop(const json& v) {
+  static const std::string kinds =
+      "a string or an array of at most " + std::to_string(max_stop_sequences) + " strings";
+  std::vector<std::pair<std::string, const json*>> items; // (field name, value)
+  if (v.is_string()) {
+    items.emplace_back("stop", &v);
+  } else if (v.is_array()) {
+    if (v.size() > max_stop_sequences)
+      return bad("stop holds " + std::to_string(v.size()) + " strings; at most " +
+                 std::to_string(max_stop_sequences) + " are allowed");
+    for (size_t i = 0; i < v.size(); ++i)
+      items.emplace_back("stop[" + std::to_string(i) + "]", &v[i]);
+  } else {
+    return bad("stop must be " + kinds + ", got " + described(v));
+  }
+  std::vector<stop_sequence> stops;
+  for (const auto& [name, item] : items) {
+    if (!item->is_string())
+      return bad(name + " must be a string, got " + described(*item));
+    const auto& text = item->get_ref<const std::string&>();
+    if (text.empty())
+      return bad(name + " is empty: a stop string needs at least one character");
+    if (text.size() > max_stop_bytes)
+      return bad(name + " is " + std::to_string(text.size()) + " bytes long; a stop string may " +
+                 "have at most " + std::to_string(max_stop_bytes) + " bytes");
+    stop_sequence stop{byte_tokenizer::encode(text)};
+    stop.token_ids.erase(stop.token_ids.begin()); // the BOS: a stop matches generated text
+    stops.push_back(std::move(stop));
+  }
+  return stops;
+}
 
+// The sampling fields both APIs share, into out.request / out.include_usage, then the context
+// check of the prompt already in out.request.prompt. For chat, max_completion_tokens is
+// OpenAI's current name of max_tokens.
+std::optional<api_error> parse_sampling(const json& body, const api_limits& limits,
+                                        api_request& out) {
+  completion_request& req = out.request;
   int max_tokens_cap = limits.max_context;
   if (limits.max_tokens_limit > 0 && limits.max_tokens_limit < max_tokens_cap)
     max_tokens_cap = limits.max_tokens_limit;
   req.max_tokens = limits.default_max_tokens;
-  if (auto it = body.find("max_tokens"); it != body.end() && !it->is_null()) {
-    const std::string range = "an integer between 1 and " + std::to_string(max_tokens_cap);
-    if (!it->is_number_integer())
-      return bad("max_tokens must be " + range + ", got " + type_name(*it) + " " + shown(*it));
-    bool in_range = it->is_number_unsigned()
-                        ? it->get<uint64_t>() <= uint64_t(max_tokens_cap)
-                        : (it->get<int64_t>() >= 1 && it->get<int64_t>() <= max_tokens_cap);
-    if (!in_range || it->get<int64_t>() < 1)
-      return bad("max_tokens must be " + range + ", got " + shown(*it));
-    req.max_tokens = static_cast<int32_t>(it->get<int64_t>());
+  const char* max_tokens_name = "max_tokens";
+  const json* max_tokens = field(body, "max_tokens");
+  if (max_tokens) {
+    auto n = parse_max_tokens(*max_tokens, "max_tokens", max_tokens_cap);
+    if (auto* e = std::get_if<api_error>(&n))
+      return *e;
+    req.max_tokens = std::get<int32_t>(n);
   }
-  if (int64_t(req.prompt.size()) + req.max_tokens > limits.max_context)
-    return bad("prompt of " + std::to_string(req.prompt.size()) + " tokens plus max_tokens " +
-               std::to_string(req.max_tokens) + " exceeds the context of " +
-               std::to_string(limits.max_context) + " tokens");
+  if (const json* v = out.chat ? field(body, "max_completion_tokens") : nullptr) {
+    auto n = parse_max_tokens(*v, "max_completion_tokens", max_tokens_cap);
+    if (auto* e = std::get_if<api_error>(&n))
+      return *e;
+    if (max_tokens && std::get<int32_t>(n) != req.max_tokens)
+      return bad("max_completion_tokens " + std::to_string(std::get<int32_t>(n)) +
+                 " and max_tokens " + std::to_string(req.max_tokens) +
+                 " disagree: give one of them");
+    req.max_tokens = std::get<int32_t>(n);
+    max_tokens_name = "max_completion_tokens";
+  }
 
-  if (auto it = body.find("temperature"); it != body.end() && !it->is_null()) {
-    if (!it->is_number())
-      return bad("temperature must be a number between 0 and 2, got " +
-                 std::string(type_name(*it)) + " " + shown(*it));
-    double t = it->get<double>();
+  if (const json* v = field(body, "temperature")) {
+    if (!v->is_number())
+      return bad("temperature must be a number between 0 and 2, got " + described(*v));
+    double t = v->get<double>();
     if (!std::isfinite(t) || t < 0.0 || t > 2.0)
-      return bad("temperature must be a number between 0 and 2, got " + shown(*it));
+      return bad("temperature must be a number between 0 and 2, got " + shown(*v));
     req.temperature = static_cast<float>(t);
   }
 
-  if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || (!it->is_number_unsigned() && it->get<int64_t>() < 0))
+  if (const json* v = field(body, "seed")) {
+    if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() < 0))
       return bad("seed must be an integer between 0 and 18446744073709551615, got " +
-                 std::string(type_name(*it)) + " " + shown(*it));
-    req.seed = it->get<uint64_t>();
+                 described(*v));
+    req.seed = v->get<uint64_t>();
   }
 
-  if (auto it = body.find("stream"); it != body.end() && !it->is_null()) {
-    if (!it->is_boolean())
-      return bad("stream must be true or false, got " + std::string(type_name(*it)) + " " +
-                 shown(*it));
-    req.stream = it->get<bool>();
+  if (const json* v = field(body, "stream")) {
+    if (!v->is_boolean())
+      return bad("stream must be true or false, got " + described(*v));
+    req.stream = v->get<bool>();
   }
 
-  if (auto it = body.find("cache_salt"); it != body.end() && !it->is_null()) {
-    if (!it->is_string())
-      return bad("cache_salt must be a string, got " + std::string(type_name(*it)) + " " +
-                 shown(*it));
-    req.cache_salt = it->get<std::string>();
+  if (const json* v = field(body, "stream_options")) {
+    if (!req.stream)
+      return bad("stream_options is only allowed when stream is true");
+    if (!v->is_object())
+      return bad("stream_options must be an object such as {\"include_usage\": true}, got " +
+                 described(*v));
+    if (const json* u = field(*v, "include_usage")) {
+      if (!u->is_boolean())
+        return bad("stream_options.include_usage must be true or false, got " + described(*u));
+      out.include_usage = u->get<bool>();
+    }
   }
 
-  auto media = parse_media(body, req.prompt.size());
+  if (const json* v = field(body, "cache_salt")) {
+    if (!v->is_string())
+      return bad("cache_salt must be a string, got " + described(*v));
+    req.cache_salt = v->get<std::string>();
+  }
+
+  if (const json* v = field(body, "model"); v && !v->is_string())
+    return bad("model must be a string, got " + described(*v));
+
+  if (const json* v = field(body, "n")) {
+    if (!v->is_number_integer() || v->get<int64_t>() != 1)
+      return bad("n must be 1 (one completion per request), got " + shown(*v));
+  }
+
+  if (const json* v = field(body, "stop")) {
+    auto stop = parse_stop(*v);
+    if (auto* e = std::get_if<api_error>(&stop))
+      return *e;
+    req.stop = std::move(std::get<std::vector<stop_sequence>>(stop));
+  }
+
+  if (int64_t(req.prompt.size()) + req.max_tokens > limits.max_context)
+    return bad(std::string(out.chat ? "messages make a prompt of " : "prompt of ") +
+               std::to_string(req.prompt.size()) + " tokens" +
+               (out.chat ? " (with the chat template)" : "") + " plus " + max_tokens_name + " " +
+               std::to_string(req.max_tokens) + " exceeds the context of " +
+               std::to_string(limits.max_context) + " tokens");
+  return std::nullopt;
+}
+
+// messages[i].content: a string, or text parts [{"type": "text", "text": ...}] joined with "\n".
+std::variant<std::string, api_error> parse_content(const json& message, const std::string& where) {
+  static const char* kinds = "a string or an array of {\"type\": \"text\", \"text\": ...} parts";
+  const json* content = field(message, "content");
+  if (!content)
+    return bad(where + ".content is required: " + kinds);
+  if (content->is_string())
+    return content->get<std::string>();
+  if (!content->is_array())
+    return bad(where + ".content must be " + kinds + ", got " + described(*content));
+  std::string text;
+  for (size_t j = 0; j < content->size(); ++j) {
+    const json& part = (*content)[j];
+    const std::string at = where + ".content[" + std::to_string(j) + "]";
+    if (!part.is_object())
+      return bad(at + " must be an object {\"type\": \"text\", \"text\": ...}, got " +
+                 described(part));
+    const json* type = field(part, "type");
+    if (!type || *type != "text")
+      return bad(at + ".type must be \"text\" (only text parts are supported), got " +
+                 (type ? shown(*type) : std::string("none")));
+    const json* piece = field(part, "text");
+    if (!piece || !piece->is_string())
+      return bad(at + ".text must be a string, got " +
+                 (piece ? described(*piece) : std::string("none")));
+    if (j > 0)
+      text += '\n';
+    text += piece->get_ref<const std::string&>();
+  }
+  return text;
+}
+
+// "messages": a non-empty array of {"role", "content"} objects.
+std::variant<std::vector<chat_message>, api_error> parse_messages(const json& body) {
+  static const char* shape = "a non-empty array of {\"role\": \"system\"|\"user\"|\"assistant\", "
+                             "\"content\": ...} objects";
+  static const char* roles = "one of \"system\", \"user\", \"assistant\"";
+  const json* messages = field(body, "messages");
+  if (!messages)
+    return bad(std::string("messages is required: ") + shape);
+  if (!messages->is_array())
+    return bad(std::string("messages must be ") + shape + ", got " + described(*messages));
+  if (messages->empty())
+    return bad("messages is empty: give at least one message");
+  std::vector<chat_message> out;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object())
+      return bad(where + " must be an object {\"role\": ..., \"content\": ...}, got " +
+                 described(m));
+    const json* role = field(m, "role");
+    if (!role)
+      return bad(where + ".role is required: " + roles);
+    std::optional<chat_role> parsed;
+    if (role->is_string())
+      parsed = parse_chat_role(role->get_ref<const std::string&>());
+    if (!parsed)
+      return bad(where + ".role must be " + roles + ", got " +
+                 (role->is_string() ? shown(*role) : described(*role)));
+    auto content = parse_content(m, where);
+    if (auto* e = std::get_if<api_error>(&content))
+      return *e;
+    out.push_back(chat_message{*parsed, std::move(std::get<std::string>(content))});
+  }
+  return out;
+}
+
+constexpr const char* completion_example = "{\"prompt\": \"Hello\", \"max_tokens\": 16}";
+constexpr const char* chat_example =
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}";
+
+} // namespace
+
+std::variant<api_request, api_error> parse_completion_request(const std::string& text,
+                                                              const api_limits& limits) {
+  auto parsed = parse_body(text, completion_example);
+  if (auto* e = std::get_if<api_error>(&parsed))
+    return *e;
+  const json& body = std::get<json>(parsed);
+
+  api_request out;
+  auto prompt = parse_prompt(body, limits);
+  if (auto* e = std::get_if<api_error>(&prompt))
+    return *e;
+  out.request.prompt = std::move(std::get<std::vector<int32_t>>(prompt));
+  if (auto e = parse_sampling(body, limits, out))
+    return *e;
+  auto media = parse_media(body, out.request.prompt.size());
   if (auto* e = std::get_if<api_error>(&media))
     return *e;
-  req.media = std::move(std::get<std::vector<media_span>>(media));
+  out.request.media = std::move(std::get<std::vector<media_span>>(media));
+  return out;
+}
 
-  if (auto it = body.find("model"); it != body.end() && !it->is_null() && !it->is_string())
-    return bad("model must be a string, got " + std::string(type_name(*it)) + " " + shown(*it));
+std::variant<api_request, api_error> parse_chat_completion_request(const std::string& text,
+                                                                   const api_limits& limits) {
+  auto parsed = parse_body(text, chat_example);
+  if (auto* e = std::get_if<api_error>(&parsed))
+    return *e;
+  const json& body = std::get<json>(parsed);
 
-  if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() != 1)
-      return bad("n must be 1 (one completion per request), got " + shown(*it));
-  }
-  return req;
+  api_request out;
+  out.chat = true;
+  auto messages = parse_messages(body);
+  if (auto* e = std::get_if<api_error>(&messages))
+    return *e;
+  out.request.prompt = render_chat_prompt(std::get<std::vector<chat_message>>(messages));
+  if (field(body, "media"))
+    return bad("media is not supported on /v1/chat/completions (its offsets count prompt "
+               "tokens); send the prompt to /v1/completions");
+  if (auto e = parse_sampling(body, limits, out))
+    return *e;
+  return out;
 }
 
 std::variant<std::string, api_error> parse_evict_request(const std::string& text) {
   static const char* allowed = "tier must be one of: \"hbm\", \"cpu\"";
-  json body = json::parse(text, nullptr, false);
-  if (body.is_discarded())
-    return bad("request body is not valid JSON: expected {\"tier\": \"hbm\"}");
-  if (!body.is_object())
-    return bad(std::string("request body must be a JSON object such as {\"tier\": \"hbm\"}, got ") +
-               type_name(body));
+  auto parsed = parse_body(text, "{\"tier\": \"hbm\"}");
+  if (auto* e = std::get_if<api_error>(&parsed))
+    return *e;
+  const json& body = std::get<json>(parsed);
   auto it = body.find("tier");
   if (it == body.end())
     return bad(std::string("tier is required: ") + allowed);
   if (!it->is_string())
-    return bad(std::string(allowed) + ", got " + type_name(*it) + " " + shown(*it));
+    return bad(std::string(allowed) + ", got " + described(*it));
   if (*it != "hbm" && *it != "cpu")
     return bad(std::string(allowed) + ", got " + shown(*it));
   return it->get<std::string>();
@@ -316,12 +558,34 @@ json ordo_json(const completion_result& r) {
               {"duration_ms", r.duration_ms}};
 }
 
-json envelope(uint64_t request_id, const std::string& model, int64_t created) {
-  return json{{"id", "cmpl-" + std::to_string(request_id)},
-              {"object", "text_completion"},
+// The fields every response and chunk starts with; ids are "cmpl-N" / "chatcmpl-N".
+json envelope(uint64_t request_id, bool chat, const char* object, const std::string& model,
+              int64_t created) {
+  return json{{"id", (chat ? "chatcmpl-" : "cmpl-") + std::to_string(request_id)},
+              {"object", object},
               {"created", created},
               {"model", model}};
 }
+
+json envelope(uint64_t request_id, const std::string& model, int64_t created) {
+  return envelope(request_id, false, "text_completion", model, created);
+}
+
+constexpr const char* chat_chunk_object = "chat.completion.chunk";
+
+// One chat stream event whose only choice has `delta`.
+json chat_event(uint64_t request_id, json delta, json token_ids, json finish_reason,
+                const std::string& model, int64_t created) {
+  json j = envelope(request_id, true, chat_chunk_object, model, created);
+  j["choices"] = json::array({json{{"index", 0},
+                                   {"delta", std::move(delta)},
+                                   {"token_ids", std::move(token_ids)},
+                                   {"finish_reason", std::move(finish_reason)},
+                                   {"logprobs", nullptr}}});
+  return j;
+}
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 } // namespace
 
@@ -339,15 +603,15 @@ std::string render_completion(const completion_result& r, const std::string& tex
 }
 
 std::string render_stream_chunk(uint64_t request_id, const std::string& text_piece,
-                                int32_t token_id, const std::string& model_name,
+                                const std::vector<int32_t>& token_ids, const std::string& model_name,
                                 int64_t created) {
   json j = envelope(request_id, model_name, created);
   j["choices"] = json::array({json{{"index", 0},
                                    {"text", text_piece},
-                                   {"token_ids", json::array({token_id})},
+                                   {"token_ids", token_ids},
                                    {"finish_reason", nullptr},
                                    {"logprobs", nullptr}}});
-  return "data: " + dump(j) + "\n\n";
+  return sse(j);
 }
 
 std::string render_stream_final(const completion_result& r, const std::string& model_name,
@@ -360,7 +624,58 @@ std::string render_stream_final(const completion_result& r, const std::string& m
                                    {"logprobs", nullptr}}});
   j["usage"] = usage_json(r);
   j["ordo"] = ordo_json(r);
-  return "data: " + dump(j) + "\n\n";
+  return sse(j);
+}
+
+std::string render_chat_completion(const completion_result& r, const std::string& text,
+                                   const std::string& model_name, int64_t created) {
+  json j = envelope(r.request_id, true, "chat.completion", model_name, created);
+  j["choices"] = json::array({json{{"index", 0},
+                                   {"message", {{"role", "assistant"}, {"content", text}}},
+                                   {"token_ids", r.token_ids},
+                                   {"finish_reason", r.finish_reason},
+                                   {"logprobs", nullptr}}});
+  j["usage"] = usage_json(r);
+  j["ordo"] = ordo_json(r);
+  return dump(j);
+}
+
+std::string render_chat_stream_role(uint64_t request_id, const std::string& model_name,
+                                    int64_t created) {
+  return sse(chat_event(request_id, {{"role", "assistant"}, {"content", ""}}, json::array(),
+                        nullptr, model_name, created));
+}
+
+std::string render_chat_stream_chunk(uint64_t request_id, const std::string& text_piece,
+                                     const std::vector<int32_t>& token_ids,
+                                     const std::string& model_name, int64_t created) {
+  return sse(chat_event(request_id, {{"content", text_piece}}, token_ids, nullptr,
+                        model_name, created));
+}
+
+std::string render_chat_stream_final(const completion_result& r, const std::string& model_name,
+                                     int64_t created) {
+  json j =
+      chat_event(r.request_id, json::object(), json::array(), r.finish_reason, model_name, created);
+  j["ordo"] = ordo_json(r);
+  return sse(j);
+}
+
+std::string render_usage_chunk(const completion_result& r, bool chat, const std::string& model_name,
+                               int64_t created) {
+  json j = envelope(r.request_id, chat, chat ? chat_chunk_object : "text_completion", model_name,
+                    created);
+  j["choices"] = json::array();
+  j["usage"] = usage_json(r);
+  return sse(j);
+}
+
+std::string render_models(const std::string& model_name, int64_t created) {
+  return dump(json{{"object", "list"},
+                   {"data", json::array({json{{"id", model_name},
+                                              {"object", "model"},
+                                              {"created", created},
+                                              {"owned_by", "ordo"}}})}});
 }
 
 std::string render_stream_done() { return "data: [DONE]\n\n"; }
@@ -372,7 +687,7 @@ std::string render_error(const api_error& e) {
 std::string render_stream_error(const api_error& e) { return "data: " + render_error(e) + "\n\n"; }
 
 api_error to_api_error(const completion_failed& f) {
-  int status = f.type == "invalid_request_error" ? 400 : 500;
+  int status = f.type == "invalid_request_error" ? 400 : f.type == "rate_limit_error" ? 429 : 500;
   return api_error{status, f.message, f.type.empty() ? "server_error" : f.type};
 }
 

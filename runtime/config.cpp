@@ -3,7 +3,9 @@
 #include "runtime/device_registry.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -21,10 +23,12 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
       {"model", {"preset", "size", "seed", "kv_dtype"}},
       {"device", {"kind", "chaos_seed", "matmul"}},
       {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
-      {"scheduler", {"max_batch_tokens", "max_num_seqs"}},
+      {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
       {"kv_transfer", {"connector", "kv_role", "config"}},
       {"store", {"capacity_mb"}},
-      {"server", {"host", "port"}},
+      {"server",
+       {"host", "port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
+        "max_body_bytes", "api_key", "admin_key"}},
       {"log", {"level"}},
   };
   return s;
@@ -35,8 +39,19 @@ bool is_string_key(const std::string& dotted) {
   static const std::vector<std::string> keys = {
       "model.preset",          "model.size",          "model.kv_dtype",     "device.kind",
       "device.matmul",         "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config", "server.host",
-      "log.level"};
+      "server.api_key",        "server.admin_key",    "log.level"};
   return std::find(keys.begin(), keys.end(), dotted) != keys.end();
+}
+
+// Keys whose value no message may print. An unknown key that looks like one (a misspelt
+// server.api_key) is hidden too: its value is most likely a secret.
+bool is_secret_key(const std::string& dotted) {
+  if (dotted == "server.api_key" || dotted == "server.admin_key")
+    return true;
+  for (const char* word : {"key", "secret", "token", "password"})
+    if (dotted.find(word) != std::string::npos)
+      return true;
+  return false;
 }
 
 std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
@@ -120,6 +135,47 @@ void check_choice(const std::string& key, const std::string& value,
   fail(key + " = " + in_quotes(value) + ": must be one of " + join(available));
 }
 
+// Rules shared by the reader (type errors) and validate() (range errors).
+const std::string rule_max_waiting = "between 1 and 1048576";
+const std::string rule_host = "a host name or IP address";
+const std::string rule_timeout = "between 1 and 3600 (seconds)";
+const std::string rule_max_connections = "between 1 and 65536";
+const std::string rule_max_body_bytes =
+    "0 (derived from the model's context length) or a size in bytes between 1 and 1073741824";
+const std::string rule_secret = "printable ASCII without spaces, or \"\" for none";
+
+// An IP literal (IPv6 when it has a colon) or a DNS name: labels of 1..63 letters, digits, '-' or
+// '_', joined by dots. The HTTP server resolves names (localhost) when it binds.
+bool is_host(const std::string& h) {
+  if (h.empty() || h.size() > 253)
+    return false;
+  if (h.find(':') != std::string::npos)
+    return h.find_first_not_of("0123456789abcdefABCDEF:.") == std::string::npos;
+  size_t start = 0;
+  for (;;) {
+    size_t dot = h.find('.', start);
+    std::string label = h.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+      return false;
+    for (char c : label)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
+        return false;
+    if (dot == std::string::npos)
+      return true;
+    start = dot + 1;
+  }
+}
+
+// A secret, checked without printing it: its key, whether set, and the first bad character's place.
+void check_secret(const std::string& key, const std::string& value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(value[i]);
+    if (c <= 0x20 || c >= 0x7f)
+      fail(key + " (set, not shown): character " + std::to_string(i + 1) + " of " +
+           std::to_string(value.size()) + " is not allowed; must be " + rule_secret);
+  }
+}
+
 // --- reading the TOML tree --------------------------------------------------------------------
 
 class reader {
@@ -141,6 +197,8 @@ public:
     if (!n)
       return;
     auto s = n->as_string();
+    if (!s && is_secret_key(section + "." + key))
+      fail(section + "." + key + " (not shown): must be a string, " + rule);
     if (!s)
       fail(section + "." + key + " = " + shown(*n) + ": must be a string, " + rule);
     out = s->get();
@@ -202,8 +260,9 @@ void check_known_keys(const toml::table& root) {
     for (auto&& [kk, value] : *tbl) {
       const std::string key(kk.str());
       if (!contains(it->second, key))
-        fail("unknown key " + section + "." + key + " = " + shown(value) + "; allowed keys in [" +
-             section + "]: " + join(it->second));
+        fail("unknown key " + section + "." + key + " = " +
+             (is_secret_key(section + "." + key) ? std::string("(not shown)") : shown(value)) +
+             "; allowed keys in [" + section + "]: " + join(it->second));
     }
   }
 }
@@ -311,6 +370,7 @@ node_config from_table(const toml::table& root) {
       "-1 (prompt-end anchor only), 0 (no checkpoints) or a positive interval in tokens");
   i32("scheduler", "max_batch_tokens", cfg.max_batch_tokens, "at least cache.block_size");
   i32("scheduler", "max_num_seqs", cfg.max_num_seqs, "between 1 and 256");
+  i32("scheduler", "max_waiting", cfg.max_waiting, rule_max_waiting);
 
   r.string("kv_transfer", "connector", cfg.connector, "one of " + join(connectors_available));
   r.string("kv_transfer", "kv_role", cfg.kv_role, "one of " + join(kv_roles_available));
@@ -318,8 +378,15 @@ node_config from_table(const toml::table& root) {
   cfg.store_capacity_mb = r.integer("store", "capacity_mb", cfg.store_capacity_mb, 0, 1 << 30,
                                     "a size in MiB between 0 and 2^30");
 
-  r.string("server", "host", cfg.host, "a host name or IP address");
+  r.string("server", "host", cfg.host, rule_host);
   i32("server", "port", cfg.port, "between 0 and 65535");
+  i32("server", "header_timeout_s", cfg.header_timeout_s, rule_timeout);
+  i32("server", "body_timeout_s", cfg.body_timeout_s, rule_timeout);
+  i32("server", "idle_timeout_s", cfg.idle_timeout_s, rule_timeout);
+  i32("server", "max_connections", cfg.max_connections, rule_max_connections);
+  cfg.max_body_bytes = r.integer("server", "max_body_bytes", cfg.max_body_bytes, 0, i64_max, rule_max_body_bytes);
+  r.string("server", "api_key", cfg.api_key, rule_secret);
+  r.string("server", "admin_key", cfg.admin_key, rule_secret);
 
   r.string("log", "level", cfg.log_level, "one of " + join(log_levels));
   return cfg;
@@ -344,6 +411,13 @@ node_config parse_config(const std::string& toml_text, const std::vector<std::st
 }
 
 node_config load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+  // An ifstream opens a directory and reads nothing: that would serve the defaults.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found)
+    fail("config file " + in_quotes(path) + ": no such file");
+  if (status.type() == std::filesystem::file_type::directory)
+    fail("config file " + in_quotes(path) + ": is a directory; expected a TOML file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     fail("config file " + in_quotes(path) + ": cannot be opened");
@@ -386,6 +460,8 @@ void validate(const node_config& cfg) {
         "at least cache.block_size (" + std::to_string(b) + ")");
   if (cfg.max_num_seqs < 1 || cfg.max_num_seqs > 256)
     bad("scheduler.max_num_seqs", cfg.max_num_seqs, "between 1 and 256");
+  if (cfg.max_waiting < 1 || cfg.max_waiting > (1 << 20))
+    bad("scheduler.max_waiting", cfg.max_waiting, rule_max_waiting);
 
   check_choice("kv_transfer.connector", cfg.connector, connectors_available, connectors_planned);
   check_choice("kv_transfer.kv_role", cfg.kv_role, kv_roles_available, kv_roles_planned);
@@ -394,10 +470,21 @@ void validate(const node_config& cfg) {
   if (cfg.connector == "offload" && cfg.store_capacity_mb < 1)
     bad("store.capacity_mb", cfg.store_capacity_mb, "at least 1 with kv_transfer.connector = \"offload\"");
 
-  if (cfg.host.empty())
-    fail("server.host = \"\": must be a host name or IP address");
+  if (!is_host(cfg.host))
+    fail("server.host = " + in_quotes(cfg.host) + ": must be " + rule_host);
   if (cfg.port < 0 || cfg.port > 65535)
     bad("server.port", cfg.port, "between 0 and 65535");
+  for (auto [key, seconds] : {std::pair<const char*, int32_t>{"server.header_timeout_s", cfg.header_timeout_s},
+                              {"server.body_timeout_s", cfg.body_timeout_s},
+                              {"server.idle_timeout_s", cfg.idle_timeout_s}})
+    if (seconds < 1 || seconds > 3600)
+      bad(key, seconds, rule_timeout);
+  if (cfg.max_connections < 1 || cfg.max_connections > 65536)
+    bad("server.max_connections", cfg.max_connections, rule_max_connections);
+  if (cfg.max_body_bytes < 0 || cfg.max_body_bytes > (int64_t{1} << 30))
+    bad("server.max_body_bytes", cfg.max_body_bytes, rule_max_body_bytes);
+  check_secret("server.api_key", cfg.api_key);
+  check_secret("server.admin_key", cfg.admin_key);
 
   check_choice("log.level", cfg.log_level, log_levels);
 }
@@ -411,10 +498,15 @@ std::string describe(const node_config& cfg) {
      << " cache.chunk_size=" << cfg.chunk_size << " cache.num_blocks=" << cfg.num_blocks
      << " cache.checkpoint_interval=" << cfg.checkpoint_interval
      << " scheduler.max_batch_tokens=" << cfg.max_batch_tokens
-     << " scheduler.max_num_seqs=" << cfg.max_num_seqs
+     << " scheduler.max_num_seqs=" << cfg.max_num_seqs << " scheduler.max_waiting=" << cfg.max_waiting
      << " kv_transfer.connector=" << cfg.connector << " kv_transfer.kv_role=" << cfg.kv_role
      << " store.capacity_mb=" << cfg.store_capacity_mb
      << " server.host=" << cfg.host << " server.port=" << cfg.port
+     << " server.header_timeout_s=" << cfg.header_timeout_s << " server.body_timeout_s=" << cfg.body_timeout_s
+     << " server.idle_timeout_s=" << cfg.idle_timeout_s << " server.max_connections=" << cfg.max_connections
+     << " server.max_body_bytes=" << cfg.max_body_bytes
+     << " server.api_key=" << (cfg.api_key.empty() ? "unset" : "set")
+     << " server.admin_key=" << (cfg.admin_key.empty() ? "unset" : "set")
      << " log.level=" << cfg.log_level;
   return os.str();
 }

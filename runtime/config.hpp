@@ -1,4 +1,6 @@
 // Node configuration: TOML file + `--set key=value` overrides, validated before serving (SPEC A1).
+// configs/default.toml spells out every key with its default; the fields below say what each
+// allows. Secrets (server.api_key, server.admin_key) are never printed, only whether they are set.
 #pragma once
 
 #include <cstdint>
@@ -29,14 +31,24 @@ struct node_config {
   // [scheduler]
   int32_t max_batch_tokens = 512;
   int32_t max_num_seqs = 16;
+  int32_t max_waiting = 256; // requests queued for admission (1..2^20); one more gets HTTP 429
   // [kv_transfer] (also settable as vLLM-shaped JSON: config = '{"kv_connector":..,"kv_role":..}')
   std::string connector = "none";  // none | offload (the in-process host-memory tier)
   std::string kv_role = "kv_both"; // kv_both | kv_producer (saves only) | kv_consumer (loads only)
   // [store]
   int64_t store_capacity_mb = 256; // host-memory tier size (pinned on a GPU device)
   // [server]
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1"; // an IP address or a host name the HTTP server resolves
   int32_t port = 8000;
+  int32_t header_timeout_s = 10;  // seconds for a request's line and headers to arrive (1..3600)
+  int32_t body_timeout_s = 30;    // seconds for its body, once the headers are in (1..3600)
+  int32_t idle_timeout_s = 60;    // seconds a keep-alive connection may sit idle (1..3600)
+  int32_t max_connections = 1024; // open connections at once (1..65536)
+  int64_t max_body_bytes = 0;     // request body limit (up to 2^30); 0 = derived from the model's
+                                  // context length by the node
+  // Bearer tokens (printable ASCII, no spaces; "" = none asked). Secrets: never printed.
+  std::string api_key;   // what API clients must send
+  std::string admin_key; // what /admin/* callers must send
   // [log]
   std::string log_level = "info";
 };

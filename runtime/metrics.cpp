@@ -155,11 +155,22 @@ metrics_registry::family& metrics_registry::family_for(const std::string& name,
   const bool ends_total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
   if (t == "counter" && !ends_total)
     refuse(name, "a counter's name must end in _total");
+  // The lints of `promtool check metrics`: a _total gauge reads as a counter, and the histogram
+  // suffixes belong to a histogram's own series.
+  if (t != "counter" && ends_total)
+    refuse(name, "only a counter's name may end in _total (a " + t + " could end in _capacity, _current ...)");
+  for (const char* suffix : {"_bucket", "_count", "_sum"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+      refuse(name, "the suffix " + s + " is reserved for a histogram's series");
+  }
+  if (help.empty())
+    refuse(name, "help text must not be empty");
   for (auto& [k, v] : labels) {
     if (!valid_name(k, false) || k.rfind("__", 0) == 0)
       refuse(name, "label name \"" + k + "\" must match [a-zA-Z_][a-zA-Z0-9_]* without a __ prefix");
-    if (t == "histogram" && k == "le")
-      refuse(name, "label le is reserved for histogram buckets");
+    if (k == "le" || k == "quantile")
+      refuse(name, "label " + k + " is reserved for histogram buckets and summary quantiles");
   }
   for (size_t i = 0; i < labels.size(); ++i)
     for (size_t j = i + 1; j < labels.size(); ++j)

@@ -69,8 +69,9 @@ public:
 
   // Registers (or finds, for the same name and labels) a series and returns its handle.
   // Throws std::invalid_argument when the name lacks the `ordo_` prefix, a counter's name lacks
-  // `_total`, a name or label is malformed, or the name was registered with another type, help
-  // text or bucket set.
+  // `_total` or another type's has it, a name ends in _bucket/_count/_sum, the help text is
+  // empty, a name or label is malformed or reserved (le, quantile), or the name was registered
+  // with another type, help text or bucket set.
   metric_counter& counter(const std::string& name, const std::string& help,
                           const metric_labels& labels = {});
   metric_gauge& gauge(const std::string& name, const std::string& help,

@@ -1,5 +1,7 @@
 #include "runtime/node_metrics.hpp"
 
+#include <vector>
+
 namespace ordo {
 
 namespace {
@@ -23,11 +25,22 @@ std::string reason_class(const std::string& reason) {
   return "short_prompt";
 }
 
+const char* const requests_help = "Completion requests answered, by outcome";
+
+// vLLM's buckets, with finer ones below 10 ms for fast decode steps.
+const std::vector<double> time_to_first_token_buckets = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> inter_token_latency_buckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+    0.4,   0.5,    0.75,  1.0,  2.5,   5.0,  7.5,   10.0, 20.0, 40.0, 80.0};
+
 } // namespace
 
 node_metrics::node_metrics(const node_config& config)
-    : requests_ok_(registry_.counter("ordo_requests_total", "Completion requests answered, by outcome",
-                                     {{"status", "ok"}})),
+    : requests_ok_(registry_.counter("ordo_requests_total", requests_help, {{"status", "ok"}})),
+      requests_cancelled_(registry_.counter("ordo_requests_total", requests_help, {{"status", "cancelled"}})),
+      requests_rejected_(registry_.counter("ordo_requests_total", requests_help, {{"status", "rejected"}})),
       finished_stop_(registry_.counter("ordo_requests_finished_total", "Finished requests by finish reason",
                                        {{"finish_reason", "stop"}})),
       finished_length_(registry_.counter("ordo_requests_finished_total", "Finished requests by finish reason",
@@ -56,12 +69,19 @@ node_metrics::node_metrics(const node_config& config)
       blocks_cached_(registry_.gauge("ordo_hbm_blocks_cached", "KV blocks cached in the prefix index, evictable")),
       duration_(registry_.histogram("ordo_request_duration_seconds", "Request latency from arrival to last token",
                                     exponential_buckets(0.005, 2.0, 14))),
+      time_to_first_token_(registry_.histogram("ordo_time_to_first_token_seconds",
+                                               "Time from a request's arrival to its first sampled token",
+                                               time_to_first_token_buckets)),
+      inter_token_latency_(registry_.histogram("ordo_inter_token_latency_seconds",
+                                               "Time between consecutive sampled tokens of a request",
+                                               inter_token_latency_buckets)),
       checkpoints_kept_(registry_.counter("ordo_checkpoints_kept_total", "State checkpoint images made READY")),
       checkpoints_evicted_(registry_.counter("ordo_checkpoints_evicted_total", "State checkpoint images evicted")),
       checkpoints_restored_(registry_.counter("ordo_checkpoints_restored_total",
                                               "State checkpoint images restored into a request's slot")),
       images_(registry_.gauge("ordo_checkpoint_images", "State checkpoint images held (COPYING or READY)")) {
-  registry_.gauge("ordo_hbm_blocks_total", "KV blocks in the device arena").set(config.num_blocks);
+  registry_.gauge("ordo_hbm_blocks_capacity", "KV blocks in the device arena").set(config.num_blocks);
+  blocks_free_.set(config.num_blocks); // before the first step every block is free
 }
 
 void node_metrics::observe(const scheduler_stats& s, const completion_result* finished) {
@@ -72,6 +92,8 @@ void node_metrics::observe(const scheduler_stats& s, const completion_result* fi
   generation_tokens_.inc(delta(s.generation_tokens, last_.generation_tokens));
   cached_tokens_hbm_.inc(delta(s.prompt_tokens_from_hbm, last_.prompt_tokens_from_hbm));
   preemptions_.inc(delta(s.num_preemptions, last_.num_preemptions));
+  requests_cancelled_.inc(delta(s.num_cancelled, last_.num_cancelled));
+  requests_rejected_.inc(delta(s.num_rejected, last_.num_rejected));
   steps_.inc(delta(s.num_steps, last_.num_steps));
   checkpoints_kept_.inc(delta(s.checkpoints_kept, last_.checkpoints_kept));
   checkpoints_evicted_.inc(delta(s.checkpoints_evicted, last_.checkpoints_evicted));
@@ -121,6 +143,10 @@ void node_metrics::observe(const scheduler_stats& s, const completion_result* fi
     requests_ok_.inc();
     (finished->finish_reason == "stop" ? finished_stop_ : finished_length_).inc();
     duration_.observe(finished->duration_ms / 1000.0);
+    if (!finished->token_ids.empty())
+      time_to_first_token_.observe(finished->first_token_ms / 1000.0);
+    for (float gap_ms : finished->inter_token_ms)
+      inter_token_latency_.observe(gap_ms / 1000.0);
     cached_tokens_cpu_.inc(static_cast<uint64_t>(finished->from_cpu));
     cached_tokens_store_.inc(static_cast<uint64_t>(finished->from_store));
   }
@@ -133,9 +159,10 @@ void node_metrics::observe(const scheduler_stats& s, const completion_result* fi
 }
 
 void node_metrics::count_error(int http_status) {
-  registry_.counter("ordo_requests_total", "Completion requests answered, by outcome",
-                    {{"status", std::to_string(http_status)}})
-      .inc();
+  // NOTE(one_home_for_rejections): the scheduler's num_rejected counts every 429 already.
+  if (http_status == 429)
+    return;
+  registry_.counter("ordo_requests_total", requests_help, {{"status", std::to_string(http_status)}}).inc();
 }
 
 std::string node_metrics::render() const { return registry_.render_prometheus(); }

@@ -1,5 +1,8 @@
-// The node's Prometheus metrics (GET /metrics): request, token, cache and pool series, fed by
-// the scheduler's counters after every loop turn and by the frontend's error answers.
+// The node's Prometheus metrics (GET /metrics): request, token, latency, cache and pool series,
+// fed by the scheduler's counters after every loop turn and by the frontend's error answers.
+// Every exposition passes `promtool check metrics` (tests/test_metrics.cpp runs it). Labels take
+// values from fixed sets only (outcome, tier, reason class): nothing a client sends, such as a
+// tenant's cache_salt, ever becomes a label.
 // Thread-safe: observe() is called by the scheduler actor, count_error() by the HTTP thread and
 // the frontend, render() by the HTTP thread.
 #pragma once
@@ -21,6 +24,8 @@ public:
 
   // `finished` is the request that just finished, if any.
   void observe(const scheduler_stats& stats, const completion_result* finished);
+  // An error answer of the frontend, counted under ordo_requests_total{status="<code>"}; a 429
+  // is not: it is the scheduler's refusal, counted from scheduler_stats as status="rejected".
   void count_error(int http_status);
   std::string render() const;
 
@@ -29,6 +34,8 @@ private:
   std::mutex mutex_;
   scheduler_stats last_; // counters already published
   metric_counter& requests_ok_;
+  metric_counter& requests_cancelled_;
+  metric_counter& requests_rejected_;
   metric_counter& finished_stop_;
   metric_counter& finished_length_;
   metric_counter& prompt_tokens_;
@@ -47,6 +54,8 @@ private:
   metric_gauge& blocks_free_;
   metric_gauge& blocks_cached_;
   metric_histogram& duration_;
+  metric_histogram& time_to_first_token_;
+  metric_histogram& inter_token_latency_;
   metric_counter& checkpoints_kept_;
   metric_counter& checkpoints_evicted_;
   metric_counter& checkpoints_restored_;

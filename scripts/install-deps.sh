@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ordo builds with (DESIGN §7) when any is missing.
-# `--amd` adds Debian's HIP compiler for `make gpu-amd-check` (about 650 MB on disk).
-# Runs `apt-get update` at most once. Safe to run repeatedly.
+# Installs what ordo builds and tests with (DESIGN §7) when any is missing: Debian packages,
+# Node.js and npm (when `node`/`npm` are not on PATH, e.g. from NodeSource), and the npm
+# packages of tests/openai_client. `--amd` adds Debian's HIP compiler for `make gpu-amd-check`
+# (about 650 MB on disk). Runs `apt-get update` at most once; prints nothing when nothing is
+# missing. Safe to run repeatedly.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake g++ make ccache pkg-config
       libcaf-dev libcapnp-dev capnproto libuv1-dev libspdlog-dev catch2
       libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libhttp-parser-dev
-      curl)
+      curl prometheus)  # prometheus: promtool, which tests/test_metrics.cpp runs
 [[ ${1:-} == --amd ]] && pkgs+=(hipcc libamdhip64-dev rocm-device-libs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# By command, not package: a NodeSource nodejs ships npm itself and conflicts with Debian's npm.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   sudo_cmd=""
@@ -19,4 +25,16 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The OpenAI-client test's packages (the official `openai` npm client), pinned by its lock file.
+client=$root/tests/openai_client
+if [[ -f $client/package.json && ! -d $client/node_modules/openai ]]; then
+  echo "install-deps: installing the npm packages of tests/openai_client"
+  npm_flags=(--prefix "$client" --no-audit --no-fund --loglevel=error)
+  if [[ -f $client/package-lock.json ]]; then
+    npm ci "${npm_flags[@]}"
+  else
+    npm install "${npm_flags[@]}"
+  fi
 fi

@@ -143,7 +143,7 @@ TEST_CASE("e2e: health, metrics and HBM eviction") {
   REQUIRE(metrics.status == 200);
   CHECK(metrics.header("content-type").find("text/plain") != std::string::npos);
   for (const char* series : {"ordo_requests_total{status=\"ok\"} 3", "ordo_prompt_tokens_total 300",
-                             "ordo_prefix_cache_tokens_total{tier=\"hbm\"} 96", "ordo_hbm_blocks_total",
+                             "ordo_prefix_cache_tokens_total{tier=\"hbm\"} 96", "ordo_hbm_blocks_capacity",
                              "ordo_prefix_cache_hit_ratio{tier=\"hbm\"} 0.32", "ordo_engine_steps_total"}) {
     INFO(series << "\n" << metrics.body);
     CHECK(metrics.body.find(series) != std::string::npos);

@@ -1,5 +1,6 @@
 #include <catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,19 @@ checkpoint_interval = -1
 [scheduler]
 max_batch_tokens = 2048
 max_num_seqs = 256
+max_waiting = 4
 [kv_transfer]
 connector = "none"
 [server]
 host = "0.0.0.0"
 port = 0
+header_timeout_s = 5
+body_timeout_s = 7
+idle_timeout_s = 120
+max_connections = 64
+max_body_bytes = 65536
+api_key = "sk-client-1"
+admin_key = "sk-admin-2"
 [log]
 level = "debug"
 )");
@@ -61,9 +70,17 @@ level = "debug"
   CHECK(cfg.checkpoint_interval == -1);
   CHECK(cfg.max_batch_tokens == 2048);
   CHECK(cfg.max_num_seqs == 256);
+  CHECK(cfg.max_waiting == 4);
   CHECK(cfg.connector == "none");
   CHECK(cfg.host == "0.0.0.0");
   CHECK(cfg.port == 0);
+  CHECK(cfg.header_timeout_s == 5);
+  CHECK(cfg.body_timeout_s == 7);
+  CHECK(cfg.idle_timeout_s == 120);
+  CHECK(cfg.max_connections == 64);
+  CHECK(cfg.max_body_bytes == 65536);
+  CHECK(cfg.api_key == "sk-client-1");
+  CHECK(cfg.admin_key == "sk-admin-2");
   CHECK(cfg.log_level == "debug");
 
   const model_options mo = to_model_options(cfg);
@@ -85,8 +102,22 @@ TEST_CASE("an empty file gives the defaults, and describe() is canonical", "[con
         "model.preset=qsa_gdn_ple model.size=tiny model.seed=0 model.kv_dtype=fp32 "
         "device.kind=cpu device.chaos_seed=0 device.matmul=exact cache.block_size=64 cache.chunk_size=256 "
         "cache.num_blocks=512 cache.checkpoint_interval=256 scheduler.max_batch_tokens=512 "
-        "scheduler.max_num_seqs=16 kv_transfer.connector=none kv_transfer.kv_role=kv_both "
-        "store.capacity_mb=256 server.host=127.0.0.1 server.port=8000 log.level=info");
+        "scheduler.max_num_seqs=16 scheduler.max_waiting=256 kv_transfer.connector=none "
+        "kv_transfer.kv_role=kv_both store.capacity_mb=256 server.host=127.0.0.1 server.port=8000 "
+        "server.header_timeout_s=10 server.body_timeout_s=30 server.idle_timeout_s=60 "
+        "server.max_connections=1024 server.max_body_bytes=0 server.api_key=unset "
+        "server.admin_key=unset log.level=info");
+}
+
+TEST_CASE("describe() says whether a secret is set, never what it is", "[config]") {
+  const node_config cfg =
+      parse_config("[server]\napi_key = \"sk-live-0123456789\"\n", {"server.admin_key=adm1n-s3cret"});
+  CHECK(cfg.api_key == "sk-live-0123456789");
+  CHECK(cfg.admin_key == "adm1n-s3cret");
+  const std::string d = describe(cfg);
+  CHECK(d.find("server.api_key=set server.admin_key=set") != std::string::npos);
+  CHECK(d.find("sk-live") == std::string::npos);
+  CHECK(d.find("s3cret") == std::string::npos);
 }
 
 TEST_CASE("describe() output fed back as overrides gives the same config", "[config]") {
@@ -99,7 +130,15 @@ TEST_CASE("describe() output fed back as overrides gives the same config", "[con
       end = d.size();
     items.push_back(d.substr(start, end - start));
   }
-  CHECK(items.size() == 19);
+  CHECK(items.size() == 27);
+  // Secrets are described as set/unset, which is not their value: they do not round-trip.
+  items.erase(std::remove_if(items.begin(), items.end(),
+                             [](const std::string& item) {
+                               return item.rfind("server.api_key=", 0) == 0 ||
+                                      item.rfind("server.admin_key=", 0) == 0;
+                             }),
+              items.end());
+  CHECK(items.size() == 25);
   CHECK(describe(parse_config("", items)) == d);
 }
 
@@ -161,6 +200,32 @@ TEST_CASE("each invalid value gets one message with key, value and what is allow
   CHECK_THAT(error_of("[server]\nport = -1"), Equals("server.port = -1: must be between 0 and 65535"));
   CHECK_THAT(error_of("[server]\nhost = \"\""),
              Equals("server.host = \"\": must be a host name or IP address"));
+  CHECK_THAT(error_of("[server]\nhost = \"local host\""),
+             Equals("server.host = \"local host\": must be a host name or IP address"));
+  CHECK_THAT(error_of("[server]\nhost = \"http://127.0.0.1\""),
+             Equals("server.host = \"http://127.0.0.1\": must be a host name or IP address"));
+  CHECK_THAT(error_of("[scheduler]\nmax_waiting = 0"),
+             Equals("scheduler.max_waiting = 0: must be between 1 and 1048576"));
+  CHECK_THAT(error_of("[scheduler]\nmax_waiting = 1048577"),
+             Equals("scheduler.max_waiting = 1048577: must be between 1 and 1048576"));
+  CHECK_THAT(error_of("[server]\nheader_timeout_s = 0"),
+             Equals("server.header_timeout_s = 0: must be between 1 and 3600 (seconds)"));
+  CHECK_THAT(error_of("[server]\nbody_timeout_s = 3601"),
+             Equals("server.body_timeout_s = 3601: must be between 1 and 3600 (seconds)"));
+  CHECK_THAT(error_of("[server]\nidle_timeout_s = -1"),
+             Equals("server.idle_timeout_s = -1: must be between 1 and 3600 (seconds)"));
+  CHECK_THAT(error_of("[server]\nidle_timeout_s = 1.5"),
+             Equals("server.idle_timeout_s = 1.5: must be an integer, between 1 and 3600 (seconds)"));
+  CHECK_THAT(error_of("[server]\nmax_connections = 0"),
+             Equals("server.max_connections = 0: must be between 1 and 65536"));
+  CHECK_THAT(error_of("[server]\nmax_connections = 65537"),
+             Equals("server.max_connections = 65537: must be between 1 and 65536"));
+  CHECK_THAT(error_of("[server]\nmax_body_bytes = -1"),
+             Equals("server.max_body_bytes = -1: must be 0 (derived from the model's context length) or a "
+                    "size in bytes between 1 and 1073741824"));
+  CHECK_THAT(error_of("[server]\nmax_body_bytes = 1073741825"),
+             Equals("server.max_body_bytes = 1073741825: must be 0 (derived from the model's context "
+                    "length) or a size in bytes between 1 and 1073741824"));
   CHECK_THAT(error_of("[model]\npreset = \"llama\""),
              Equals("model.preset = \"llama\": must be one of dense, gdn_hybrid, qsa_gdn_ple"));
   CHECK_THAT(error_of("[model]\npreset = 3"),
@@ -199,6 +264,52 @@ TEST_CASE("connector offload with a store capacity and every kv_role", "[config]
              Equals("store.capacity_mb = -5: must be a size in MiB between 0 and 2^30"));
 }
 
+TEST_CASE("the new server and scheduler keys are accepted at their bounds and through --set", "[config]") {
+  const node_config lo = parse_config("", {"server.header_timeout_s=1", "server.body_timeout_s=1",
+                                           "server.idle_timeout_s=1", "server.max_connections=1",
+                                           "server.max_body_bytes=1", "scheduler.max_waiting=1"});
+  CHECK(lo.header_timeout_s == 1);
+  CHECK(lo.body_timeout_s == 1);
+  CHECK(lo.idle_timeout_s == 1);
+  CHECK(lo.max_connections == 1);
+  CHECK(lo.max_body_bytes == 1);
+  CHECK(lo.max_waiting == 1);
+  const node_config hi = parse_config("", {"server.header_timeout_s=3600", "server.max_connections=65536",
+                                           "server.max_body_bytes=1073741824", "scheduler.max_waiting=1048576"});
+  CHECK(hi.header_timeout_s == 3600);
+  CHECK(hi.max_connections == 65536);
+  CHECK(hi.max_body_bytes == 1073741824);
+  CHECK(hi.max_waiting == 1048576);
+  // A numeric-looking key stays text; an empty one means none.
+  CHECK(parse_config("", {"server.api_key=12345"}).api_key == "12345");
+  CHECK(parse_config("[server]\napi_key = \"x\"", {"server.api_key="}).api_key.empty());
+}
+
+TEST_CASE("server.host takes IP addresses and host names", "[config]") {
+  for (const char* host : {"localhost", "127.0.0.1", "0.0.0.0", "::1", "::", "node-1.example.internal",
+                           "my_host"}) {
+    INFO(host);
+    CHECK(parse_config("", {std::string("server.host=") + host}).host == host);
+  }
+}
+
+TEST_CASE("errors about a secret never print it", "[config]") {
+  using Catch::Matchers::Equals;
+  CHECK_THAT(error_of("[server]\napi_key = \"sk live\""),
+             Equals("server.api_key (set, not shown): character 3 of 7 is not allowed; must be printable "
+                    "ASCII without spaces, or \"\" for none"));
+  CHECK_THAT(error_of("", {"server.admin_key=tab\there"}),
+             Equals("server.admin_key (set, not shown): character 4 of 8 is not allowed; must be printable "
+                    "ASCII without spaces, or \"\" for none"));
+  CHECK_THAT(error_of("[server]\napi_key = 1234567"),
+             Equals("server.api_key (not shown): must be a string, printable ASCII without spaces, or \"\" "
+                    "for none"));
+  // A misspelt secret key is unknown, and its value is still not shown.
+  const std::string typo = error_of("", {"server.apikey=sk-live-0123456789"});
+  CHECK(typo.rfind("unknown key server.apikey = (not shown); allowed keys in [server]: host, port,", 0) == 0);
+  CHECK(typo.find("sk-live") == std::string::npos);
+}
+
 TEST_CASE("unknown keys and sections are errors naming what is allowed", "[config]") {
   using Catch::Matchers::Equals;
   CHECK_THAT(error_of("[cache]\nblock_sise = 16"),
@@ -218,7 +329,12 @@ TEST_CASE("unknown keys and sections are errors naming what is allowed", "[confi
 TEST_CASE("syntax errors give the position", "[config]") {
   CHECK(error_of("[cache\nblock_size = 16").rfind("config: TOML syntax error at line 1", 0) == 0);
   CHECK_THROWS_WITH(load_config_file("configs/no_such_file.toml"),
-                    "config file \"configs/no_such_file.toml\": cannot be opened");
+                    "config file \"configs/no_such_file.toml\": no such file");
+  // A directory opens as a stream that reads nothing; it must not give the defaults.
+  CHECK_THROWS_WITH(load_config_file("configs"),
+                    "config file \"configs\": is a directory; expected a TOML file");
+  CHECK_THROWS_WITH(load_config_file("configs/"),
+                    "config file \"configs/\": is a directory; expected a TOML file");
 }
 
 TEST_CASE("--set overrides apply after the file, bare words become text", "[config]") {

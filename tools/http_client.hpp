@@ -99,6 +99,13 @@ public:
   http_client_connection& operator=(const http_client_connection&) = delete;
 
   bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // Closes now (a test hanging up on the server); later calls fail.
+  void close() {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = -1;
+  }
   const std::string& error() const { return error_; }
 
   bool send_raw(const std::string& bytes) {

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -12,31 +13,52 @@
 #include "tools/bench.hpp"
 #include "tools/demo.hpp"
 
+#ifndef ORDO_VERSION // set by CMake for the ordo target
+#define ORDO_VERSION "unknown"
+#endif
+#ifndef ORDO_GIT_HASH
+#define ORDO_GIT_HASH "unknown"
+#endif
+
 namespace {
 
-// Blocks SIGINT/SIGTERM in every thread started after this, so main can sigwait for them.
-sigset_t block_shutdown_signals() {
+// Blocks the signals `ordo node` handles in every thread started after this, so main can
+// sigwait for them: SIGINT/SIGTERM drain and stop; SIGHUP/SIGUSR1 (a reload or a log rotation
+// elsewhere) are logged and ignored, since their default action would end the node.
+sigset_t block_node_signals() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
+    sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
 }
 
-int run_node(const std::string& config_path, const std::vector<std::string>& sets, int port_override) {
+const char* signal_name(int sig) {
+  switch (sig) {
+  case SIGINT: return "SIGINT";
+  case SIGTERM: return "SIGTERM";
+  case SIGHUP: return "SIGHUP";
+  case SIGUSR1: return "SIGUSR1";
+  default: return "signal";
+  }
+}
+
+int run_node(const std::string& config_path, const std::vector<std::string>& sets, std::optional<int> port_override) {
+  // A peer that closes its socket mid-write must cost an EPIPE, never the process.
+  std::signal(SIGPIPE, SIG_IGN);
+  auto signals = block_node_signals(); // before any thread starts
   ordo::node_config cfg;
   try {
     auto overrides = sets;
-    if (port_override >= 0)
-      overrides.push_back("server.port=" + std::to_string(port_override));
+    if (port_override)
+      overrides.push_back("server.port=" + std::to_string(*port_override));
     cfg = ordo::load_config_file(config_path, overrides);
   } catch (const std::exception& e) {
     std::cerr << "ordo node: invalid config: " << e.what() << "\n";
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  auto signals = block_shutdown_signals();
   ordo::node n(cfg);
   int port = 0;
   try {
@@ -47,8 +69,14 @@ int run_node(const std::string& config_path, const std::vector<std::string>& set
   }
   std::cout << "listening on http://" << cfg.host << ":" << port << std::endl;
   int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("ordo node: signal {}: draining in-flight requests", sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig == SIGINT || sig == SIGTERM)
+      break;
+    spdlog::warn("ordo node: {} ignored (no reload: the config is read at start; SIGINT or SIGTERM stops the node)",
+                 signal_name(sig));
+  }
+  spdlog::info("ordo node: {}: draining in-flight requests", signal_name(sig));
   n.drain_and_stop();
   spdlog::info("ordo node: stopped");
   return 0;
@@ -66,10 +94,10 @@ int main(int argc, char** argv) {
   auto* node_cmd = app.add_subcommand("node", "serve the OpenAI-shaped API from a config file");
   std::string config_path;
   std::vector<std::string> sets;
-  int port = -1;
+  int port = 0;
   node_cmd->add_option("--config", config_path, "node config (TOML)")->required();
   node_cmd->add_option("--set", sets, "override a config key: --set cache.block_size=16 (repeatable)");
-  node_cmd->add_option("--port", port, "listen port (0 picks a free one)");
+  auto* port_opt = node_cmd->add_option("--port", port, "listen port 0..65535 (0 picks a free one)");
 
   auto* demo_cmd = app.add_subcommand("demo", "run a multi-turn workload twice with an HBM eviction between");
   std::string demo_config = "configs/default.toml";
@@ -100,15 +128,27 @@ int main(int argc, char** argv) {
   offload_cmd->add_option("--chunks", off.chunks, "chunk objects saved and loaded each way");
   offload_cmd->add_option("--repeats", off.repeats, "best of this many runs");
 
-  CLI11_PARSE(app, argc, argv);
+  app.set_version_flag("--version", std::string("ordo ") + ORDO_VERSION + " (" + ORDO_GIT_HASH + ")",
+                       "print the version and the commit it was built from");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e); // prints help, the version, or the usage error
+    return code == 0 ? 0 : 2;     // a usage error exits 2, like an invalid config
+  }
   if (*fwd_cmd)
     return ordo::run_bench_forward(fwd);
   if (*copy_cmd)
     return ordo::run_bench_copy(cpy);
   if (*offload_cmd)
     return ordo::run_bench_offload(off);
-  if (*node_cmd)
-    return run_node(config_path, sets, port);
+  if (*node_cmd) {
+    if (*port_opt && (port < 0 || port > 65535)) {
+      std::cerr << "ordo node: --port " << port << ": must be between 0 and 65535 (0 picks a free one)\n";
+      return 2;
+    }
+    return run_node(config_path, sets, *port_opt ? std::optional<int>(port) : std::nullopt);
+  }
   if (*demo_cmd)
     return ordo::run_demo(demo_config, demo_sets);
   return 2;
