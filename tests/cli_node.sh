@@ -102,4 +102,11 @@ wait $pid
 check "localhost: SIGTERM exits 0" test $? -eq 0
 pid=
 
+# Sizes the host cannot hold are refused before anything is allocated (Linux would overcommit).
+"$ordo" node --config configs/default.toml --port 0 --set cache.num_blocks=40000000 >"$tmp/out" 2>"$tmp/err"
+check "an arena beyond memory exits non-zero" test $? -ne 0
+check "an arena beyond memory names the key and the bytes" grep -qE "cache.num_blocks = 40000000 .*needs .* \([0-9]+ bytes\) but only" "$tmp/err"
+"$ordo" node --config configs/offload.toml --port 0 --set store.capacity_mb=90000000 >"$tmp/out" 2>"$tmp/err"
+check "a host tier beyond memory names store.capacity_mb" grep -q "store.capacity_mb = 90000000 needs 85.8 TiB" "$tmp/err"
+
 finish
