@@ -587,16 +587,21 @@ json chat_event(uint64_t request_id, json delta, json token_ids, json finish_rea
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
+// The one choice of a text completion (whole, or one piece of a stream).
+json text_choice(const std::string& text, json token_ids, json finish_reason) {
+  return json::array({json{{"index", 0},
+                           {"text", text},
+                           {"token_ids", std::move(token_ids)},
+                           {"finish_reason", std::move(finish_reason)},
+                           {"logprobs", nullptr}}});
+}
+
 } // namespace
 
 std::string render_completion(const completion_result& r, const std::string& text,
                               const std::string& model_name, int64_t created) {
   json j = envelope(r.request_id, model_name, created);
-  j["choices"] = json::array({json{{"index", 0},
-                                   {"text", text},
-                                   {"token_ids", r.token_ids},
-                                   {"finish_reason", r.finish_reason},
-                                   {"logprobs", nullptr}}});
+  j["choices"] = text_choice(text, r.token_ids, r.finish_reason);
   j["usage"] = usage_json(r);
   j["ordo"] = ordo_json(r);
   return dump(j);
@@ -606,22 +611,14 @@ std::string render_stream_chunk(uint64_t request_id, const std::string& text_pie
                                 const std::vector<int32_t>& token_ids, const std::string& model_name,
                                 int64_t created) {
   json j = envelope(request_id, model_name, created);
-  j["choices"] = json::array({json{{"index", 0},
-                                   {"text", text_piece},
-                                   {"token_ids", token_ids},
-                                   {"finish_reason", nullptr},
-                                   {"logprobs", nullptr}}});
+  j["choices"] = text_choice(text_piece, token_ids, nullptr);
   return sse(j);
 }
 
 std::string render_stream_final(const completion_result& r, const std::string& model_name,
                                 int64_t created) {
   json j = envelope(r.request_id, model_name, created);
-  j["choices"] = json::array({json{{"index", 0},
-                                   {"text", ""},
-                                   {"token_ids", json::array()},
-                                   {"finish_reason", r.finish_reason},
-                                   {"logprobs", nullptr}}});
+  j["choices"] = text_choice("", json::array(), r.finish_reason);
   j["usage"] = usage_json(r);
   j["ordo"] = ordo_json(r);
   return sse(j);
