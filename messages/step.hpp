@@ -1,6 +1,6 @@
-// The step protocol between the scheduler and the model runner (DESIGN §2.1).
-// Later issues append clears, loads, restores, checkpoint copies and saves to step_plan, in the
-// order §2.1 gives; the runner enforces that order with events.
+// The step protocol between the scheduler and the model runner (docs/architecture.md §3).
+// A step_plan carries clears, loads, restores, the forward, checkpoint copies and saves, in the
+// order they run; the runner enforces that order with events.
 #pragma once
 
 #include <cstdint>

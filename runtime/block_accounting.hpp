@@ -34,7 +34,8 @@ class block_accounting {
 public:
   block_accounting(int32_t num_blocks, int32_t block_size);
 
-  // Applies releases, commits, eviction and grows in that order (messages/pool.hpp).
+  // Applies the step in the order messages/pool.hpp gives (commits before releases, then
+  // eviction, then grows).
   pool_step_done apply(const pool_step& step);
 
   int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
