@@ -17,6 +17,7 @@
 #include "runtime/memory_check.hpp"
 #include "runtime/model_presets.hpp"
 #include "runtime/node_metrics.hpp"
+#include "runtime/node_options.hpp"
 #include "runtime/page_units.hpp"
 #include "runtime/prefix_hash.hpp"
 
@@ -38,10 +39,10 @@ caf::actor_system_config make_actor_config() {
 // the KV arena with the weights.
 void check_host_memory(const node_config& cfg, const model_options& mo) {
   const uint64_t available = available_memory_bytes();
-  if (cfg.connector == "offload")
+  if (cfg.connector == connector_kind::offload)
     check_allocation("store.capacity_mb = " + std::to_string(cfg.store_capacity_mb),
                      static_cast<uint64_t>(cfg.store_capacity_mb) << 20, available);
-  if (cfg.device_kind != "cpu")
+  if (cfg.device_kind != device_kind::cpu)
     return;
   const model_dims dims = dims_of(mo.preset, mo.size);
   uint64_t unit_bytes = 0;
@@ -52,15 +53,6 @@ void check_host_memory(const node_config& cfg, const model_options& mo) {
   check_allocation("cache.num_blocks = " + std::to_string(cfg.num_blocks) + " (with the " +
                        format_bytes(weights) + " of weights)",
                    kv + weights, available);
-}
-
-// The request body limit: server.max_body_bytes, or enough for a prompt filling the context in
-// the widest form a client may send (token ids of up to 7 bytes each, or escaped text) plus room
-// for the other fields.
-size_t body_limit(const node_config& cfg, int32_t max_context) {
-  if (cfg.max_body_bytes > 0)
-    return static_cast<size_t>(cfg.max_body_bytes);
-  return (64u << 10) + 8u * static_cast<size_t>(max_context);
 }
 
 } // namespace
@@ -105,87 +97,53 @@ int node::start() {
   check_host_memory(d.cfg, model_opts);
   std::shared_ptr<device> dev = make_configured_device(d.cfg);
   auto mdl = std::make_shared<model>(model_opts, *dev);
-  const auto& geo = mdl->geometry();
   // The published page regions must match independent byte arithmetic, or no copy of a page
   // unit can be trusted (DESIGN §4).
   auto mismatch = check_regions(region_layout(mdl->dims(), d.cfg.kv, d.cfg.block_size), mdl->kv_fields());
   if (!mismatch.empty())
     throw std::runtime_error("KV arena does not match its region layout: " + mismatch);
-  auto layout_id = state_layout_id(mdl->state_slots());
-  namespace_inputs ns_in;
-  ns_in.preset = d.cfg.preset, ns_in.size = d.cfg.size, ns_in.seed = d.cfg.model_seed, ns_in.kv = d.cfg.kv;
-  ns_in.block_size = d.cfg.block_size, ns_in.chunk_size = d.cfg.chunk_size;
-  if (model_opts.matmul != matmul_mode::exact)
-    ns_in.matmul_numerics = std::string(to_string(model_opts.matmul)) + "@" + dev->name();
-  uint64_t ns = namespace_digest(ns_in, mdl->dims(), layout_id);
-  spdlog::info("ordo node: {} | device {} | namespace {:016x} | state layout {}", describe(d.cfg), dev->name(), ns,
-               layout_id);
+  const page_units units(mdl->kv_fields(), mdl->state_slots());
+  node_model_facts facts;
+  facts.geometry = mdl->geometry();
+  facts.dims = mdl->dims();
+  facts.state_layout_id = state_layout_id(mdl->state_slots());
+  facts.units_per_image = units.units_per_image();
+  facts.unit_bytes = units.unit_bytes();
+  facts.device_name = dev->name();
+  const node_options opts = derive_node_options(d.cfg, facts);
+  spdlog::info("ordo node: {} | device {} | namespace {:016x} | state layout {}", describe(d.cfg), dev->name(),
+               opts.namespace_id, facts.state_layout_id);
+  for (const auto& w : opts.warnings)
+    spdlog::warn("{}", w);
 
   d.metrics = make_node_metrics(d.cfg);
   d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);
   auto& sys = *d.sys;
-  const bool offload = d.cfg.connector == "offload";
-  const bool role_loads = d.cfg.kv_role != "kv_producer", role_saves = d.cfg.kv_role != "kv_consumer";
-  size_t arena_bytes = offload ? static_cast<size_t>(d.cfg.store_capacity_mb) << 20 : 0;
   d.dev = dev;
-  if (arena_bytes > 0)
-    d.host_arena = static_cast<uint8_t*>(dev->alloc_host_pinned(arena_bytes));
-  auto store = spawn_store(sys, d.host_arena, arena_bytes);
+  if (opts.host_arena_bytes > 0)
+    d.host_arena = static_cast<uint8_t*>(dev->alloc_host_pinned(opts.host_arena_bytes));
+  auto store = spawn_store(sys, d.host_arena, opts.host_arena_bytes);
   d.store = caf::actor_cast<caf::actor>(store);
-  std::optional<offload_options> policy;
-  if (offload) {
-    offload_options o;
-    o.namespace_id = ns;
-    o.block_size = d.cfg.block_size;
-    o.chunk_size = d.cfg.chunk_size;
-    o.loads = role_loads;
-    o.saves = role_saves;
-    policy = o;
+  if (opts.offload)
     spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
-                 dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, d.cfg.kv_role);
-  }
-  auto connector = spawn_connector(sys, d.cfg.connector, policy, store, 1);
+                 dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, to_string(d.cfg.kv_role));
+  auto connector = spawn_connector(sys, to_string(d.cfg.connector), opts.offload, store, 1);
   auto pool = spawn_block_pool(sys, d.cfg.num_blocks, d.cfg.block_size);
-  step_executor_options exec_opts;
-  exec_opts.max_batch_tokens = d.cfg.max_batch_tokens;
-  exec_opts.max_num_seqs = d.cfg.max_num_seqs;
+  step_executor_options exec_opts = opts.executor;
   exec_opts.test_drop_upload_edge = d.hooks.test_drop_upload_edge;
   exec_opts.test_drop_clear_load_edge = d.hooks.test_drop_clear_load_edge;
   exec_opts.host_arena = d.host_arena;
-  exec_opts.host_arena_bytes = arena_bytes;
   auto runner = spawn_model_runner(sys, dev, mdl, exec_opts);
 
-  scheduler_options sched_opts;
-  sched_opts.block_size = d.cfg.block_size;
-  sched_opts.num_blocks = d.cfg.num_blocks;
-  sched_opts.max_batch_tokens = d.cfg.max_batch_tokens;
-  sched_opts.max_num_seqs = d.cfg.max_num_seqs;
-  sched_opts.max_state_slots = model_opts.max_state_slots;
-  sched_opts.has_recurrent_state = geo.has_recurrent_state;
-  sched_opts.checkpoint_interval = snap_checkpoint_interval(d.cfg.checkpoint_interval, d.cfg.block_size);
-  if (sched_opts.checkpoint_interval != d.cfg.checkpoint_interval)
-    spdlog::warn("cache.checkpoint_interval = {} is not a multiple of cache.block_size = {}: snapped down to {}",
-                 d.cfg.checkpoint_interval, d.cfg.block_size, sched_opts.checkpoint_interval);
-  const page_units units(mdl->kv_fields(), mdl->state_slots());
-  sched_opts.units_per_image = geo.has_recurrent_state ? units.units_per_image() : 0;
-  sched_opts.eos_id = geo.eos_id;
-  sched_opts.namespace_id = ns;
-  sched_opts.offload = offload;
-  sched_opts.offload_loads = role_loads;
-  sched_opts.offload_saves = role_saves;
-  sched_opts.chunk_size = d.cfg.chunk_size;
-  sched_opts.unit_bytes = units.unit_bytes();
-  sched_opts.max_waiting = d.cfg.max_waiting;
   auto metrics = d.metrics;
-  auto scheduler = spawn_scheduler(sys, sched_opts, {pool, runner, connector},
+  auto scheduler = spawn_scheduler(sys, opts.scheduler, {pool, runner, connector},
                                    [metrics](const scheduler_stats& s, const completion_result* r) {
                                      metrics->observe(s, r);
                                    });
 
   frontend_options fe_opts;
-  fe_opts.model_name = std::string("ordo-") + to_string(d.cfg.preset) + "-" + to_string(d.cfg.size);
-  fe_opts.limits.max_context = geo.max_context;
-  fe_opts.limits.vocab_size = geo.vocab_size;
+  fe_opts.model_name = opts.model_name;
+  fe_opts.limits = opts.limits;
   fe_opts.created = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
   fe_opts.api_key = d.cfg.api_key;
@@ -203,13 +161,13 @@ int node::start() {
               caf::actor_cast<caf::actor>(connector), caf::actor_cast<caf::actor>(store)};
 
   http_server_options http_opts;
-  http_opts.host = d.cfg.host;
-  http_opts.port = d.cfg.port;
-  http_opts.max_body_bytes = body_limit(d.cfg, geo.max_context);
-  http_opts.header_timeout_ms = static_cast<uint64_t>(d.cfg.header_timeout_s) * 1000;
-  http_opts.body_timeout_ms = static_cast<uint64_t>(d.cfg.body_timeout_s) * 1000;
-  http_opts.idle_timeout_ms = static_cast<uint64_t>(d.cfg.idle_timeout_s) * 1000;
-  http_opts.max_connections = static_cast<size_t>(d.cfg.max_connections);
+  http_opts.host = opts.http.host;
+  http_opts.port = opts.http.port;
+  http_opts.max_body_bytes = opts.http.max_body_bytes;
+  http_opts.header_timeout_ms = opts.http.header_timeout_ms;
+  http_opts.body_timeout_ms = opts.http.body_timeout_ms;
+  http_opts.idle_timeout_ms = opts.http.idle_timeout_ms;
+  http_opts.max_connections = opts.http.max_connections;
   http_opts.on_error = fe_opts.on_error;
   d.http = std::make_unique<http_server>(http_opts, make_http_handler(fe, d.bridge, fe_opts, d.draining, d.parser));
   try {

@@ -150,6 +150,7 @@ void to_capnp(const completion_result& x, wire::CompletionResult::Builder b) {
   b.setDurationMs(x.duration_ms);
   b.setFirstTokenMs(x.first_token_ms);
   fill_list(b.initInterTokenMs(x.inter_token_ms.size()), x.inter_token_ms);
+  b.setReasonKind(static_cast<wire::ResumeReason>(x.reason_kind));
 }
 
 completion_result from_capnp(wire::CompletionResult::Reader r) {
@@ -169,6 +170,7 @@ completion_result from_capnp(wire::CompletionResult::Reader r) {
   x.duration_ms = r.getDurationMs();
   x.first_token_ms = r.getFirstTokenMs();
   x.inter_token_ms = read_list<float>(r.getInterTokenMs());
+  x.reason_kind = static_cast<resume_reason>(r.getReasonKind());
   return x;
 }
 

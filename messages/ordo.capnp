@@ -64,6 +64,19 @@ struct CompletionResult {
   durationMs @12 :Float64;
   firstTokenMs @13 :Float64;
   interTokenMs @14 :List(Float32);
+  reasonKind @15 :ResumeReason;
+}
+
+# Ordinals match enum class resume_reason (messages/request.hpp).
+enum ResumeReason {
+  cold @0;
+  promptEnd @1;
+  blockEvicted @2;
+  noCheckpoint @3;
+  intervalZero @4;
+  shortPrompt @5;
+  hostTier @6;
+  hostLoadFailed @7;
 }
 
 struct CompletionFailed {

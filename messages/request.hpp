@@ -63,6 +63,34 @@ typename Inspector::result_type inspect(Inspector& f, completion_chunk& x) {
   return f(x.request_id, x.index, x.token_id);
 }
 
+// What limited a request's resume point: the class of its `reason` sentence, and the label of
+// ordo_resume_reasons_total (few and stable values, unlike the sentence).
+enum class resume_reason : uint8_t {
+  cold,             // no prefix block of the prompt cached
+  prompt_end,       // hit capped below the prompt's last token
+  block_evicted,    // the cached prefix stops at an evicted block
+  no_checkpoint,    // hybrid: KV cached but no READY state checkpoint that far
+  interval_zero,    // hybrid with cache.checkpoint_interval = 0
+  short_prompt,     // shorter than one block plus one token
+  host_tier,        // resumed from the host tier
+  host_load_failed, // a host-tier load failed: recomputed
+};
+
+// The metric label, e.g. "prompt_end".
+inline const char* to_string(resume_reason r) {
+  switch (r) {
+  case resume_reason::cold: return "cold";
+  case resume_reason::prompt_end: return "prompt_end";
+  case resume_reason::block_evicted: return "block_evicted";
+  case resume_reason::no_checkpoint: return "no_checkpoint";
+  case resume_reason::interval_zero: return "interval_zero";
+  case resume_reason::short_prompt: return "short_prompt";
+  case resume_reason::host_tier: return "host_tier";
+  case resume_reason::host_load_failed: return "host_load_failed";
+  }
+  return "?";
+}
+
 // scheduler → frontend: the finished request.
 struct completion_result {
   uint64_t request_id = 0;
@@ -80,13 +108,14 @@ struct completion_result {
   double duration_ms = 0.0;
   double first_token_ms = 0.0;        // arrival → first sampled token
   std::vector<float> inter_token_ms;  // gaps between consecutive sampled tokens
+  resume_reason reason_kind = resume_reason::cold; // the class of `reason`
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, completion_result& x) {
   return f(x.request_id, x.token_ids, x.finish_reason, x.prompt_tokens, x.cached_tokens,
            x.resume_at, x.from_hbm, x.from_cpu, x.from_store, x.reason, x.logits_digest,
-           x.num_preemptions, x.duration_ms, x.first_token_ms, x.inter_token_ms);
+           x.num_preemptions, x.duration_ms, x.first_token_ms, x.inter_token_ms, x.reason_kind);
 }
 
 // scheduler → frontend: the request could not be served.

@@ -94,14 +94,16 @@ const std::vector<std::pair<model_size, std::string>> size_names = {{model_size:
                                                                     {model_size::b1, "1b"}};
 const std::vector<std::pair<kv_dtype, std::string>> dtype_names = {
     {kv_dtype::fp32, "fp32"}, {kv_dtype::bf16, "bf16"}, {kv_dtype::fp8, "fp8"}};
-const std::vector<std::string> device_kinds = {"cpu", "hip"};
+const std::vector<std::pair<device_kind, std::string>> device_kind_names = {{device_kind::cpu, "cpu"},
+                                                                          {device_kind::hip, "hip"}};
 const std::vector<std::pair<matmul_mode, std::string>> matmul_names = {{matmul_mode::exact, "exact"},
                                                                       {matmul_mode::tf32, "tf32"}};
 const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
-const std::vector<std::string> connectors_available = {"none", "offload"};
-const std::vector<std::string> connectors_planned = {};
-const std::vector<std::string> kv_roles_available = {"kv_both", "kv_producer", "kv_consumer"};
-const std::vector<std::string> kv_roles_planned = {};
+const std::vector<std::pair<connector_kind, std::string>> connector_names = {{connector_kind::none, "none"},
+                                                                            {connector_kind::offload, "offload"}};
+const std::vector<std::pair<kv_role, std::string>> kv_role_names = {{kv_role::kv_both, "kv_both"},
+                                                                    {kv_role::kv_producer, "kv_producer"},
+                                                                    {kv_role::kv_consumer, "kv_consumer"}};
 
 template <class E>
 std::vector<std::string> names_of(const std::vector<std::pair<E, std::string>>& table) {
@@ -124,15 +126,18 @@ bool contains(const std::vector<std::string>& xs, const std::string& x) {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
 }
 
-// A choice among `available`; `planned` values are recognised but refused with their own words.
-void check_choice(const std::string& key, const std::string& value,
-                  const std::vector<std::string>& available,
-                  const std::vector<std::string>& planned = {}) {
-  if (contains(available, value))
-    return;
-  if (contains(planned, value))
-    fail(key + " = " + in_quotes(value) + " is not available yet; allowed: " + join(available));
-  fail(key + " = " + in_quotes(value) + ": must be one of " + join(available));
+void check_choice(const std::string& key, const std::string& value, const std::vector<std::string>& available) {
+  if (!contains(available, value))
+    fail(key + " = " + in_quotes(value) + ": must be one of " + join(available));
+}
+
+// The value `name` names in `table`; fails with the same words check_choice uses.
+template <class E>
+E choice_named(const std::string& key, const std::string& name, const std::vector<std::pair<E, std::string>>& table) {
+  for (auto& [value, n] : table)
+    if (n == name)
+      return value;
+  fail(key + " = " + in_quotes(name) + ": must be one of " + join(names_of(table)));
 }
 
 // Rules shared by the reader (type errors) and validate() (range errors).
@@ -209,15 +214,8 @@ public:
               const std::vector<std::pair<E, std::string>>& table) const {
     std::string name;
     string(section, key, name, "one of " + join(names_of(table)));
-    if (!find(section, key))
-      return;
-    for (auto& [value, n] : table) {
-      if (n == name) {
-        out = value;
-        return;
-      }
-    }
-    fail(section + "." + key + " = " + in_quotes(name) + ": must be one of " + join(names_of(table)));
+    if (find(section, key))
+      out = choice_named(section + "." + key, name, table);
   }
 
   // Integers within [lo, hi] of the field's C++ type; finer ranges are validate()'s job.
@@ -330,17 +328,17 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
     if (!v.is_string())
       fail(key + ": " + k + " = " + v.dump() + ": must be a string");
   }
-  auto take = [&](const char* json_key, const char* toml_key, std::string& field) {
+  auto take = [&](const char* json_key, const char* toml_key, auto& field, const auto& table) {
     if (!j.contains(json_key))
       return;
     std::string v = j[json_key].get<std::string>();
-    if (r.has("kv_transfer", toml_key) && v != field)
+    if (r.has("kv_transfer", toml_key) && v != name_of(table, field))
       fail(key + ": " + json_key + " = " + in_quotes(v) + " disagrees with kv_transfer." + toml_key +
-           " = " + in_quotes(field) + "; set one of them");
-    field = v;
+           " = " + in_quotes(name_of(table, field)) + "; set one of them");
+    field = choice_named(std::string("kv_transfer.") + toml_key, v, table);
   };
-  take("kv_connector", "connector", cfg.connector);
-  take("kv_role", "kv_role", cfg.kv_role);
+  take("kv_connector", "connector", cfg.connector, connector_names);
+  take("kv_role", "kv_role", cfg.kv_role, kv_role_names);
 }
 
 node_config from_table(const toml::table& root) {
@@ -355,7 +353,7 @@ node_config from_table(const toml::table& root) {
       r.integer("model", "seed", 0, 0, i64_max, "a non-negative integer"));
   r.choice("model", "kv_dtype", cfg.kv, dtype_names);
 
-  r.string("device", "kind", cfg.device_kind, "one of " + join(device_kinds));
+  r.choice("device", "kind", cfg.device_kind, device_kind_names);
   cfg.chaos_seed = static_cast<uint64_t>(
       r.integer("device", "chaos_seed", 0, 0, i64_max, "a non-negative integer (0 = off)"));
   r.choice("device", "matmul", cfg.matmul, matmul_names);
@@ -372,8 +370,8 @@ node_config from_table(const toml::table& root) {
   i32("scheduler", "max_num_seqs", cfg.max_num_seqs, "between 1 and 256");
   i32("scheduler", "max_waiting", cfg.max_waiting, rule_max_waiting);
 
-  r.string("kv_transfer", "connector", cfg.connector, "one of " + join(connectors_available));
-  r.string("kv_transfer", "kv_role", cfg.kv_role, "one of " + join(kv_roles_available));
+  r.choice("kv_transfer", "connector", cfg.connector, connector_names);
+  r.choice("kv_transfer", "kv_role", cfg.kv_role, kv_role_names);
   apply_kv_transfer_json(r, cfg);
   cfg.store_capacity_mb = r.integer("store", "capacity_mb", cfg.store_capacity_mb, 0, 1 << 30,
                                     "a size in MiB between 0 and 2^30");
@@ -393,6 +391,10 @@ node_config from_table(const toml::table& root) {
 }
 
 } // namespace
+
+const char* to_string(device_kind k) { return name_of(device_kind_names, k).c_str(); }
+const char* to_string(connector_kind k) { return name_of(connector_names, k).c_str(); }
+const char* to_string(kv_role r) { return name_of(kv_role_names, r).c_str(); }
 
 node_config parse_config(const std::string& toml_text, const std::vector<std::string>& overrides) {
   toml::table root;
@@ -438,10 +440,9 @@ void validate(const node_config& cfg) {
   auto bad = [](const std::string& key, int64_t v, const std::string& rule) {
     fail(key + " = " + std::to_string(v) + ": must be " + rule);
   };
-  check_choice("device.kind", cfg.device_kind, device_kinds);
-  if (cfg.matmul != matmul_mode::exact && cfg.device_kind != "hip")
+  if (cfg.matmul != matmul_mode::exact && cfg.device_kind != device_kind::hip)
     fail("device.matmul = " + in_quotes(name_of(matmul_names, cfg.matmul)) + ": needs device.kind = \"hip\" (device.kind = " +
-         in_quotes(cfg.device_kind) + " computes every matmul exactly)");
+         in_quotes(to_string(cfg.device_kind)) + " computes every matmul exactly)");
 
   const int32_t b = cfg.block_size;
   if (b < 4 || b > 256 || (b & (b - 1)) != 0)
@@ -463,11 +464,9 @@ void validate(const node_config& cfg) {
   if (cfg.max_waiting < 1 || cfg.max_waiting > (1 << 20))
     bad("scheduler.max_waiting", cfg.max_waiting, rule_max_waiting);
 
-  check_choice("kv_transfer.connector", cfg.connector, connectors_available, connectors_planned);
-  check_choice("kv_transfer.kv_role", cfg.kv_role, kv_roles_available, kv_roles_planned);
   if (cfg.store_capacity_mb < 0 || cfg.store_capacity_mb > (int64_t{1} << 30))
     bad("store.capacity_mb", cfg.store_capacity_mb, "a size in MiB between 0 and 2^30");
-  if (cfg.connector == "offload" && cfg.store_capacity_mb < 1)
+  if (cfg.connector == connector_kind::offload && cfg.store_capacity_mb < 1)
     bad("store.capacity_mb", cfg.store_capacity_mb, "at least 1 with kv_transfer.connector = \"offload\"");
 
   if (!is_host(cfg.host))
@@ -493,13 +492,14 @@ std::string describe(const node_config& cfg) {
   std::ostringstream os;
   os << "model.preset=" << name_of(preset_names, cfg.preset)
      << " model.size=" << name_of(size_names, cfg.size) << " model.seed=" << cfg.model_seed
-     << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " device.kind=" << cfg.device_kind
+     << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " device.kind=" << to_string(cfg.device_kind)
      << " device.chaos_seed=" << cfg.chaos_seed << " device.matmul=" << name_of(matmul_names, cfg.matmul) << " cache.block_size=" << cfg.block_size
      << " cache.chunk_size=" << cfg.chunk_size << " cache.num_blocks=" << cfg.num_blocks
      << " cache.checkpoint_interval=" << cfg.checkpoint_interval
      << " scheduler.max_batch_tokens=" << cfg.max_batch_tokens
      << " scheduler.max_num_seqs=" << cfg.max_num_seqs << " scheduler.max_waiting=" << cfg.max_waiting
-     << " kv_transfer.connector=" << cfg.connector << " kv_transfer.kv_role=" << cfg.kv_role
+     << " kv_transfer.connector=" << to_string(cfg.connector)
+     << " kv_transfer.kv_role=" << to_string(cfg.kv_role)
      << " store.capacity_mb=" << cfg.store_capacity_mb
      << " server.host=" << cfg.host << " server.port=" << cfg.port
      << " server.header_timeout_s=" << cfg.header_timeout_s << " server.body_timeout_s=" << cfg.body_timeout_s
@@ -512,7 +512,7 @@ std::string describe(const node_config& cfg) {
 }
 
 std::unique_ptr<device> make_configured_device(const node_config& cfg) {
-  if (cfg.device_kind == "hip")
+  if (cfg.device_kind == device_kind::hip)
     return make_gpu_device(0);
   cpu_device_options opts;
   opts.chaos_seed = cfg.chaos_seed;

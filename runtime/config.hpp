@@ -13,6 +13,16 @@
 
 namespace ordo {
 
+enum class device_kind : uint8_t { cpu, hip };
+enum class connector_kind : uint8_t { none, offload };
+enum class kv_role : uint8_t { kv_both, kv_producer, kv_consumer };
+
+// The names the config file uses.
+const char* to_string(device_kind k);
+const char* to_string(connector_kind k);
+const char* to_string(kv_role r);
+
+// Enum fields are named after their types, so the types are qualified inside the struct.
 struct node_config {
   // [model]
   model_preset preset = model_preset::qsa_gdn_ple;
@@ -20,7 +30,7 @@ struct node_config {
   uint64_t model_seed = 0;
   kv_dtype kv = kv_dtype::fp32;
   // [device]
-  std::string device_kind = "cpu"; // cpu | hip
+  ordo::device_kind device_kind = ordo::device_kind::cpu;
   uint64_t chaos_seed = 0;         // 0 = off
   matmul_mode matmul = matmul_mode::exact; // exact (bitwise = CPU) | tf32 (matrix units, hip only)
   // [cache]
@@ -33,8 +43,8 @@ struct node_config {
   int32_t max_num_seqs = 16;
   int32_t max_waiting = 256; // requests queued for admission (1..2^20); one more gets HTTP 429
   // [kv_transfer] (also settable as vLLM-shaped JSON: config = '{"kv_connector":..,"kv_role":..}')
-  std::string connector = "none";  // none | offload (the in-process host-memory tier)
-  std::string kv_role = "kv_both"; // kv_both | kv_producer (saves only) | kv_consumer (loads only)
+  connector_kind connector = connector_kind::none; // offload: the in-process host-memory tier
+  ordo::kv_role kv_role = ordo::kv_role::kv_both;  // kv_producer saves only, kv_consumer loads only
   // [store]
   int64_t store_capacity_mb = 256; // host-memory tier size (pinned on a GPU device)
   // [server]

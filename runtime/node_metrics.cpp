@@ -6,25 +6,6 @@ namespace ordo {
 
 namespace {
 
-// A short label for an `ordo.reason` sentence (Prometheus labels stay few and stable).
-std::string reason_class(const std::string& reason) {
-  if (reason.find("host tier holds") != std::string::npos)
-    return "host_tier";
-  if (reason.find("host tier load failed") != std::string::npos)
-    return "host_load_failed";
-  if (reason.find("checkpoint_interval = 0") != std::string::npos)
-    return "interval_zero";
-  if (reason.find("READY state checkpoint") != std::string::npos)
-    return "no_checkpoint";
-  if (reason.find("capped") != std::string::npos)
-    return "prompt_end";
-  if (reason.find("is not cached") != std::string::npos)
-    return "block_evicted";
-  if (reason.find("no prefix block") != std::string::npos)
-    return "cold";
-  return "short_prompt";
-}
-
 const char* const requests_help = "Completion requests answered, by outcome";
 
 // vLLM's buckets, with finer ones below 10 ms for fast decode steps.
@@ -138,7 +119,7 @@ void node_metrics::observe(const scheduler_stats& s, const completion_result* fi
   if (finished) {
     registry_
         .counter("ordo_resume_reasons_total", "Finished requests by what limited their resume point",
-                 {{"reason", reason_class(finished->reason)}})
+                 {{"reason", to_string(finished->reason_kind)}})
         .inc();
     requests_ok_.inc();
     (finished->finish_reason == "stop" ? finished_stop_ : finished_length_).inc();

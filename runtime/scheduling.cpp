@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "runtime/prefix_hash.hpp"
 
@@ -56,6 +58,7 @@ struct scheduling::impl {
     int32_t cpu_tokens = 0; // what the connector said the host tier holds
     int32_t store_tokens = 0;
     std::string reason;
+    resume_reason reason_kind = resume_reason::cold;
     uint64_t digest = 0;
     int32_t num_preemptions = 0;
     double arrival_ms = 0;
@@ -188,6 +191,7 @@ struct scheduling::impl {
     res.from_hbm = r.from_hbm;
     res.from_cpu = r.from_cpu;
     res.reason = r.reason;
+    res.reason_kind = r.reason_kind;
     res.logits_digest = r.digest;
     res.num_preemptions = r.num_preemptions;
     res.duration_ms = now_ms - r.arrival_ms;
@@ -391,26 +395,31 @@ struct scheduling::impl {
     return plan;
   }
 
-  // Why a request resumes where it does, in words a user reads in `ordo.reason`.
-  std::string explain(const request& r, int32_t hit_blocks, int32_t max_hit_blocks, int32_t kv_hit_blocks) const {
+  // Why a request resumes where it does, in words a user reads in `ordo.reason`, and its class.
+  std::pair<resume_reason, std::string> explain(const request& r, int32_t hit_blocks, int32_t max_hit_blocks,
+                                                int32_t kv_hit_blocks) const {
     if (opt.has_recurrent_state && opt.checkpoint_interval == 0)
-      return "cache.checkpoint_interval = 0 keeps no state checkpoints: a hybrid request resumes at 0";
+      return {resume_reason::interval_zero,
+              "cache.checkpoint_interval = 0 keeps no state checkpoints: a hybrid request resumes at 0"};
     if (opt.has_recurrent_state && max_hit_blocks > 0 && kv_hit_blocks > hit_blocks) {
       std::string at = std::to_string(kv_hit_blocks * opt.block_size);
       if (hit_blocks == 0)
-        return "hbm holds KV up to token " + at + " but no READY state checkpoint at or below it";
-      return "no READY state checkpoint above token " + std::to_string(hit_blocks * opt.block_size) +
-             " (hbm holds KV up to token " + at + ")";
+        return {resume_reason::no_checkpoint,
+                "hbm holds KV up to token " + at + " but no READY state checkpoint at or below it"};
+      return {resume_reason::no_checkpoint, "no READY state checkpoint above token " +
+                                                std::to_string(hit_blocks * opt.block_size) +
+                                                " (hbm holds KV up to token " + at + ")"};
     }
     if (max_hit_blocks == 0)
-      return "prompt shorter than one full block plus one token: nothing to reuse";
+      return {resume_reason::short_prompt, "prompt shorter than one full block plus one token: nothing to reuse"};
     if (hit_blocks == max_hit_blocks)
-      return "hbm hit capped at floor_" + std::to_string(opt.block_size) +
-             "(P - 1): the last prompt token is always recomputed";
+      return {resume_reason::prompt_end, "hbm hit capped at floor_" + std::to_string(opt.block_size) +
+                                             "(P - 1): the last prompt token is always recomputed"};
     if (hit_blocks == 0)
-      return "no prefix block of this prompt is cached in hbm";
-    return "hbm holds the prefix up to token " + std::to_string(hit_blocks * opt.block_size) +
-           ": block " + std::to_string(hit_blocks) + " is not cached";
+      return {resume_reason::cold, "no prefix block of this prompt is cached in hbm"};
+    return {resume_reason::block_evicted, "hbm holds the prefix up to token " +
+                                              std::to_string(hit_blocks * opt.block_size) + ": block " +
+                                              std::to_string(hit_blocks) + " is not cached"};
   }
 };
 
@@ -645,7 +654,7 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
       r.admitted_once = true;
       r.resume_at = r.num_computed;
       r.from_hbm = r.num_computed;
-      r.reason = d.explain(r, res.num_hit_blocks, grow.max_hit_blocks, res.kv_hit_blocks);
+      std::tie(r.reason_kind, r.reason) = d.explain(r, res.num_hit_blocks, grow.max_hit_blocks, res.kv_hit_blocks);
       d.stats.prompt_tokens += static_cast<int64_t>(r.spec.prompt.size());
       d.stats.prompt_tokens_from_hbm += r.from_hbm;
     }
@@ -800,6 +809,7 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
         r.from_cpu = loaded_end - H;
         r.resume_at = B;
         d.stats.prompt_tokens_from_cpu += r.from_cpu;
+        r.reason_kind = resume_reason::host_tier;
         r.reason = d.opt.has_recurrent_state
                        ? "host tier holds KV up to token " + std::to_string(r.cpu_tokens) +
                              " and a state image at " + std::to_string(B) + " (the largest at or below floor_" +
@@ -826,8 +836,10 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
       }
       // SPEC C5: recompute from the last secured point, and store the recomputed chunks again.
       r.save_watermark = std::min(r.save_watermark, lowest / d.opt.chunk_size * d.opt.chunk_size);
-      if (r.num_preemptions == 0)
+      if (r.num_preemptions == 0) {
+        r.reason_kind = resume_reason::host_load_failed;
         r.reason = "host tier load failed (" + refused->status + "): recomputed from token " + std::to_string(H);
+      }
     }
     i = j;
   }

@@ -51,6 +51,8 @@ private:
       x = static_cast<T>((uint64_t{1} << 60) + 3 * n_);
     } else if constexpr (std::is_floating_point_v<T>) {
       x = static_cast<T>(-0.1 - n_);
+    } else if constexpr (std::is_enum_v<T>) { // the next enumerator: valid and not the default
+      x = static_cast<T>(static_cast<std::underlying_type_t<T>>(x) + 1);
     } else if constexpr (std::is_same_v<T, std::string>) {
       x = "field " + std::to_string(n_) + " h\xC3\xA9llo \xE2\x9C\x93 \xF0\x9F\x98\x80";
     } else if constexpr (is_vec<T>::value) {

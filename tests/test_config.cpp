@@ -61,7 +61,7 @@ level = "debug"
   CHECK(cfg.size == model_size::b1);
   CHECK(cfg.model_seed == 42);
   CHECK(cfg.kv == kv_dtype::fp8);
-  CHECK(cfg.device_kind == "hip");
+  CHECK(cfg.device_kind == device_kind::hip);
   CHECK(cfg.chaos_seed == 7);
   CHECK(cfg.matmul == matmul_mode::tf32);
   CHECK(cfg.block_size == 16);
@@ -71,7 +71,7 @@ level = "debug"
   CHECK(cfg.max_batch_tokens == 2048);
   CHECK(cfg.max_num_seqs == 256);
   CHECK(cfg.max_waiting == 4);
-  CHECK(cfg.connector == "none");
+  CHECK(cfg.connector == connector_kind::none);
   CHECK(cfg.host == "0.0.0.0");
   CHECK(cfg.port == 0);
   CHECK(cfg.header_timeout_s == 5);
@@ -162,8 +162,8 @@ TEST_CASE("the shipped configs load and say what they promise", "[config]") {
   CHECK(gdn.block_size == 16);
 
   const node_config off = load_config_file("configs/offload.toml");
-  CHECK(off.connector == "offload");
-  CHECK(off.kv_role == "kv_both");
+  CHECK(off.connector == connector_kind::offload);
+  CHECK(off.kv_role == kv_role::kv_both);
   CHECK(off.store_capacity_mb == 256);
 }
 
@@ -250,10 +250,10 @@ TEST_CASE("each invalid value gets one message with key, value and what is allow
 TEST_CASE("connector offload with a store capacity and every kv_role", "[config]") {
   using Catch::Matchers::Equals;
   auto cfg = parse_config("[kv_transfer]\nconnector = \"offload\"\nkv_role = \"kv_consumer\"\n[store]\ncapacity_mb = 8");
-  CHECK(cfg.connector == "offload");
-  CHECK(cfg.kv_role == "kv_consumer");
+  CHECK(cfg.connector == connector_kind::offload);
+  CHECK(cfg.kv_role == kv_role::kv_consumer);
   CHECK(cfg.store_capacity_mb == 8);
-  CHECK(parse_config("", {"kv_transfer.kv_role=kv_producer"}).kv_role == "kv_producer");
+  CHECK(parse_config("", {"kv_transfer.kv_role=kv_producer"}).kv_role == kv_role::kv_producer);
   CHECK_THAT(error_of("[kv_transfer]\nconnector = \"lmcache\""),
              Equals("kv_transfer.connector = \"lmcache\": must be one of none, offload"));
   CHECK_THAT(error_of("[kv_transfer]\nkv_role = \"kv_both_ways\""),
@@ -372,17 +372,17 @@ TEST_CASE("kv_transfer.config accepts vLLM-shaped JSON", "[config]") {
   using Catch::Matchers::Equals;
   const node_config cfg =
       parse_config("[kv_transfer]\nconfig = '{\"kv_connector\":\"none\",\"kv_role\":\"kv_both\"}'");
-  CHECK(cfg.connector == "none");
-  CHECK(cfg.kv_role == "kv_both");
+  CHECK(cfg.connector == connector_kind::none);
+  CHECK(cfg.kv_role == kv_role::kv_both);
 
   // Through --set, unquoted, as it would be typed in a shell.
-  CHECK(parse_config("", {R"(kv_transfer.config={"kv_connector":"none"})"}).connector == "none");
+  CHECK(parse_config("", {R"(kv_transfer.config={"kv_connector":"none"})"}).connector == connector_kind::none);
 
   // vLLM's shape, as a user of an offload connector writes it.
   auto offload = parse_config(R"([kv_transfer]
 config = '{"kv_connector":"offload","kv_role":"kv_both"}')");
-  CHECK(offload.connector == "offload");
-  CHECK(offload.kv_role == "kv_both");
+  CHECK(offload.connector == connector_kind::offload);
+  CHECK(offload.kv_role == kv_role::kv_both);
   CHECK_THAT(error_of(R"([kv_transfer]
 config = '{"kv_connector":"none","kv_rank":0}')"),
              Equals(R"(kv_transfer.config = '{"kv_connector":"none","kv_rank":0}': unknown key "kv_rank"; allowed keys: kv_connector, kv_role)"));

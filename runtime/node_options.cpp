@@ -1,0 +1,83 @@
+#include "runtime/node_options.hpp"
+
+namespace ordo {
+
+namespace {
+
+// server.max_body_bytes, or enough for a prompt filling the context in the widest form a client
+// may send (token ids of up to 7 bytes each, or escaped text) plus room for the other fields.
+size_t body_limit(const node_config& cfg, int32_t max_context) {
+  if (cfg.max_body_bytes > 0)
+    return static_cast<size_t>(cfg.max_body_bytes);
+  return (64u << 10) + 8u * static_cast<size_t>(max_context);
+}
+
+} // namespace
+
+node_options derive_node_options(const node_config& cfg, const node_model_facts& facts) {
+  node_options o;
+  const auto& geo = facts.geometry;
+  o.model = to_model_options(cfg);
+
+  auto& ns = o.namespace_in;
+  ns.preset = cfg.preset, ns.size = cfg.size, ns.seed = cfg.model_seed, ns.kv = cfg.kv;
+  ns.block_size = cfg.block_size, ns.chunk_size = cfg.chunk_size;
+  if (cfg.matmul != matmul_mode::exact)
+    ns.matmul_numerics = std::string(to_string(cfg.matmul)) + "@" + facts.device_name;
+  o.namespace_id = namespace_digest(ns, facts.dims, facts.state_layout_id);
+
+  const bool offload = cfg.connector == connector_kind::offload;
+  const bool role_loads = cfg.kv_role != kv_role::kv_producer;
+  const bool role_saves = cfg.kv_role != kv_role::kv_consumer;
+  o.host_arena_bytes = offload ? static_cast<size_t>(cfg.store_capacity_mb) << 20 : 0;
+  if (offload) {
+    offload_options p;
+    p.namespace_id = o.namespace_id;
+    p.block_size = cfg.block_size;
+    p.chunk_size = cfg.chunk_size;
+    p.loads = role_loads;
+    p.saves = role_saves;
+    o.offload = p;
+  }
+
+  o.executor.max_batch_tokens = cfg.max_batch_tokens;
+  o.executor.max_num_seqs = cfg.max_num_seqs;
+  o.executor.host_arena_bytes = o.host_arena_bytes;
+
+  auto& s = o.scheduler;
+  s.block_size = cfg.block_size;
+  s.num_blocks = cfg.num_blocks;
+  s.max_batch_tokens = cfg.max_batch_tokens;
+  s.max_num_seqs = cfg.max_num_seqs;
+  s.max_state_slots = o.model.max_state_slots;
+  s.has_recurrent_state = geo.has_recurrent_state;
+  s.checkpoint_interval = snap_checkpoint_interval(cfg.checkpoint_interval, cfg.block_size);
+  if (s.checkpoint_interval != cfg.checkpoint_interval)
+    o.warnings.push_back("cache.checkpoint_interval = " + std::to_string(cfg.checkpoint_interval) +
+                         " is not a multiple of cache.block_size = " + std::to_string(cfg.block_size) +
+                         ": snapped down to " + std::to_string(s.checkpoint_interval));
+  s.units_per_image = geo.has_recurrent_state ? facts.units_per_image : 0;
+  s.eos_id = geo.eos_id;
+  s.namespace_id = o.namespace_id;
+  s.offload = offload;
+  s.offload_loads = role_loads;
+  s.offload_saves = role_saves;
+  s.chunk_size = cfg.chunk_size;
+  s.unit_bytes = facts.unit_bytes;
+  s.max_waiting = cfg.max_waiting;
+
+  o.model_name = std::string("ordo-") + to_string(cfg.preset) + "-" + to_string(cfg.size);
+  o.limits.max_context = geo.max_context;
+  o.limits.vocab_size = geo.vocab_size;
+
+  o.http.host = cfg.host;
+  o.http.port = cfg.port;
+  o.http.max_body_bytes = body_limit(cfg, geo.max_context);
+  o.http.header_timeout_ms = static_cast<uint64_t>(cfg.header_timeout_s) * 1000;
+  o.http.body_timeout_ms = static_cast<uint64_t>(cfg.body_timeout_s) * 1000;
+  o.http.idle_timeout_ms = static_cast<uint64_t>(cfg.idle_timeout_s) * 1000;
+  o.http.max_connections = static_cast<size_t>(cfg.max_connections);
+  return o;
+}
+
+} // namespace ordo

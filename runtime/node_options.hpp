@@ -1,0 +1,60 @@
+// A node's options for each part, derived from its config and what the built model reports:
+// plain data, so the derivation is tested without a device or an actor system.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/completion_api.hpp"
+#include "runtime/config.hpp"
+#include "runtime/layouts.hpp"
+#include "runtime/model.hpp"
+#include "runtime/model_presets.hpp"
+#include "runtime/offload_policy.hpp"
+#include "runtime/scheduling.hpp"
+#include "runtime/step_executor.hpp"
+
+namespace ordo {
+
+// Facts of the built model and device the options depend on.
+struct node_model_facts {
+  model_geometry geometry;
+  model_dims dims;
+  std::string state_layout_id;
+  int32_t units_per_image = 0; // page_units::units_per_image()
+  uint64_t unit_bytes = 0;     // page_units::unit_bytes()
+  std::string device_name;     // names the numerics of non-exact matmuls
+};
+
+// The HTTP server's numbers (actors/http_server.hpp's options take them).
+struct node_http_limits {
+  std::string host;
+  int port = 0;
+  size_t max_body_bytes = 0;
+  uint64_t header_timeout_ms = 0;
+  uint64_t body_timeout_ms = 0;
+  uint64_t idle_timeout_ms = 0;
+  size_t max_connections = 0;
+};
+
+struct node_options {
+  model_options model;
+  namespace_inputs namespace_in;
+  uint64_t namespace_id = 0;
+  size_t host_arena_bytes = 0;           // the store's memory; 0 without the host tier
+  std::optional<offload_options> offload; // set with kv_transfer.connector = "offload"
+  step_executor_options executor;        // host_arena and test switches are the node's to set
+  scheduler_options scheduler;
+  std::string model_name; // what /v1/models lists
+  api_limits limits;
+  node_http_limits http;
+  std::vector<std::string> warnings; // settings adjusted, for the node to log
+};
+
+// Pure; `cfg` is validated already.
+node_options derive_node_options(const node_config& cfg, const node_model_facts& facts);
+
+} // namespace ordo
