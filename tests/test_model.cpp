@@ -12,7 +12,7 @@
 #include "kernels/cpu/hash.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_presets.hpp"
-#include "tests/batch_builder.hpp"
+#include "tools/batch_builder.hpp"
 
 using namespace ordo;
 using ordo::test::batch_builder;

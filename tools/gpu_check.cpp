@@ -32,7 +32,7 @@
 #include "kernels/cpu/unit_copy.hpp"
 #include "runtime/device_registry.hpp"
 #include "runtime/model.hpp"
-#include "tests/batch_builder.hpp"
+#include "tools/batch_builder.hpp"
 
 using namespace ordo;
 

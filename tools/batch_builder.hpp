@@ -1,5 +1,5 @@
-// Test helper: packs requests into a device_batch in device memory (one allocation, uploaded with
-// copy_async on `load` + synchronize). Rows are grouped by request in the given order; a request
+// Packs requests into a device_batch in device memory (one allocation, uploaded with copy_async
+// on `load` + synchronize), for tests/test_model.cpp and tools/gpu_check.cpp. Rows are grouped by request in the given order; a request
 // with `sample` set is sampled at its last row.
 #pragma once
 
