@@ -1,8 +1,11 @@
 #include "actors/connector.hpp"
 
+#include <memory>
+
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "runtime/connector_policy.hpp"
 #include "runtime/sequence_check.hpp"
 
 namespace ordo {
@@ -10,8 +13,7 @@ namespace ordo {
 namespace {
 
 struct connector_state {
-  std::string kind;
-  std::optional<offload_policy> policy;
+  std::shared_ptr<const connector_policy> policy;
   store_actor store;
   sequence_check steps;
   static inline const char* name = "connector";
@@ -22,24 +24,20 @@ using self_ptr = connector_actor::stateful_pointer<connector_state>;
 connector_actor::behavior_type connector(self_ptr self, std::string kind, std::optional<offload_options> options,
                                          store_actor store, uint64_t epoch) {
   auto& st = self->state;
-  st.kind = std::move(kind);
-  if (options)
-    st.policy.emplace(*options);
+  st.policy = make_connector_policy(kind, options);
   st.store = std::move(store);
   (void)epoch; // the first step of any epoch is accepted (sequence_check)
   return {
     [=](const connector_lookup& lookup) -> caf::result<connector_lookup_done> {
       auto& st = self->state;
-      // NOTE(none): with no offload tier there is nothing outside HBM to find.
-      if (!st.policy)
-        return connector_lookup_done{lookup.request_id, 0, 0, st.kind, {}, {}};
-      auto probe = st.policy->probe(lookup);
-      if (probe.keys.empty())
-        return st.policy->answer(lookup, {});
+      auto probe = st.policy->lookup(lookup);
+      if (!probe)
+        return st.policy->lookup_answered(lookup, {});
       auto rp = self->make_response_promise<connector_lookup_done>();
-      self->request(st.store, caf::infinite, std::move(probe))
-          .then([=](store_contains_done& found) mutable { rp.deliver(self->state.policy->answer(lookup, found)); },
-                [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      self->request(st.store, caf::infinite, std::move(*probe))
+          .then(
+              [=](store_contains_done& found) mutable { rp.deliver(self->state.policy->lookup_answered(lookup, found)); },
+              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;
     },
     [=](const connector_step& step) -> caf::result<connector_step_done> {
@@ -48,21 +46,15 @@ connector_actor::behavior_type connector(self_ptr self, std::string kind, std::o
         spdlog::critical("connector: {}", why);
         return caf::make_error(caf::sec::invalid_argument, why);
       }
-      if (!st.policy) { // `none`: nothing is ever granted
-        connector_step_done done; // an eviction finds nothing to drop
-        done.header = step.header;
-        for (const auto& l : step.loads)
-          done.loads.push_back({l.request_id, l.object.key, false, "connector none holds nothing", 0, 0});
-        for (const auto& s : step.saves)
-          done.saves.push_back({s.request_id, s.object.key, false, "connector none stores nothing", 0, 0});
-        return done;
-      }
+      auto to_store = st.policy->step(step);
+      if (!to_store)
+        return st.policy->step_answered(step, {});
       auto rp = self->make_response_promise<connector_step_done>();
-      self->request(st.store, caf::infinite, st.policy->to_store(step))
+      self->request(st.store, caf::infinite, std::move(*to_store))
           .then(
               [=](store_step_done& answer) mutable {
                 try {
-                  rp.deliver(self->state.policy->from_store(step, answer));
+                  rp.deliver(self->state.policy->step_answered(step, answer));
                 } catch (const std::exception& e) {
                   rp.deliver(caf::make_error(caf::sec::invalid_argument, e.what()));
                 }

@@ -1,10 +1,12 @@
-// connector actor: the offload tiers' bookkeeping over a pure core (runtime/offload_policy).
+// connector actor: the offload tiers' bookkeeping, a thin shell over runtime/connector_policy
+// (its kind chosen once at spawn; the shell never branches on it).
 //   none:    every lookup answers 0 tokens in each tier; a connector step grants nothing.
 //   offload: the in-process host tier: a lookup asks the store which objects are committed and
 //            answers the contiguous KV coverage and the state boundaries; a connector step
 //            becomes one store step (commits, aborts, unpins, pins, reserves) and its grants.
 //   ready ──connector_lookup──► awaiting store ──store_contains_done──► ready (reply)
 //   ready ──connector_step (seq checked)──► awaiting store ──store_step_done──► ready (reply)
+// Where the policy needs no store (none; a lookup probing no keys) the reply is immediate.
 #pragma once
 
 #include <optional>
@@ -17,7 +19,7 @@
 
 namespace ordo {
 
-// `policy` is empty for the `none` connector.
+// `policy` is empty for the `none` connector, which answers under the name `kind`.
 connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind,
                                 std::optional<offload_options> policy, store_actor store, uint64_t epoch);
 

@@ -334,4 +334,98 @@ std::string host_store::check_invariants() const {
   return "";
 }
 
+store_contains_done apply(const host_store* store, const store_contains& query) {
+  store_contains_done out;
+  out.present.reserve(query.keys.size());
+  bool leading = true;
+  for (const auto& k : query.keys) {
+    const bool here = store && store->contains(k);
+    out.present.push_back(here ? 1 : 0);
+    leading = leading && here;
+    out.num_leading_committed += leading ? 1 : 0;
+  }
+  return out;
+}
+
+namespace {
+
+store_grant pin_one(host_store* store, const object_ref& o) {
+  store_grant g;
+  g.key = o.key;
+  if (!store) {
+    g.status = to_string(pin_status::missing);
+    return g;
+  }
+  object_header h;
+  size_t offset = 0;
+  // NOTE(verify): the layout fingerprint is the namespace (it covers page and state layouts);
+  // the boundary is the hash the object is filed under.
+  const auto status = store->pin(o.key, o.key.namespace_id, o.key.hash, h, offset);
+  g.status = to_string(status);
+  if (status != pin_status::ok)
+    return g;
+  // Same key, other tokens: loading it would put the wrong KV at the order's positions.
+  if (h.data_bytes != o.data_bytes || h.first_token != o.first_token || h.tokens != o.tokens ||
+      h.num_blocks != o.num_blocks) {
+    store->unpin(o.key);
+    g.status = "object describes other tokens";
+    return g;
+  }
+  g.ok = true;
+  g.data_offset = offset;
+  g.data_bytes = h.data_bytes;
+  return g;
+}
+
+store_grant reserve_one(host_store* store, const object_ref& o) {
+  store_grant g;
+  g.key = o.key;
+  if (!store) {
+    g.status = to_string(reserve_status::no_space);
+    return g;
+  }
+  object_header h;
+  h.kind = o.key.kind;
+  h.layout_fingerprint = o.key.namespace_id;
+  h.boundary_hash = o.key.hash;
+  h.first_token = o.first_token;
+  h.tokens = o.tokens;
+  h.num_blocks = o.num_blocks;
+  h.data_bytes = o.data_bytes;
+  size_t offset = 0;
+  const auto status = store->reserve(o.key, h, o.data_bytes, offset);
+  g.status = to_string(status);
+  g.ok = status == reserve_status::ok;
+  if (g.ok) {
+    g.data_offset = offset;
+    g.data_bytes = o.data_bytes;
+  }
+  return g;
+}
+
+} // namespace
+
+store_step_applied apply(host_store* store, const store_step& step) {
+  store_step_applied out;
+  out.done.header = step.header;
+  if (store) {
+    for (const auto& k : step.commits)
+      if (!store->commit(k))
+        out.commits_unreserved.push_back(k);
+    for (const auto& k : step.aborts)
+      store->abort(k);
+    for (const auto& k : step.unpins)
+      if (!store->unpin(k))
+        out.unpins_unpinned.push_back(k);
+    if (step.evict_all)
+      out.done.num_evicted = store->evict_all();
+  }
+  for (const auto& o : step.pins)
+    out.done.pins.push_back(pin_one(store, o));
+  for (const auto& o : step.reserves)
+    out.done.reserves.push_back(reserve_one(store, o));
+  out.done.stats = store ? store->stats() : store_stats{};
+  return out;
+}
+
 } // namespace ordo

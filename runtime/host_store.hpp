@@ -17,6 +17,8 @@
 // under them: a nested pin only checks the header and fails alone.
 // NOTE(no-partial-evict): a reserve evicts only when evicting every unpinned committed object
 // would make room; one answered no_space leaves the store as it was.
+// The store actor's one door is apply() below: a whole store_step (or a store_contains) in,
+// its answer out, so the actor only checks (epoch, seq), logs and replies.
 // Pure: no CAF, no device. Not thread-safe: the store actor owns it.
 #pragma once
 
@@ -26,6 +28,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "messages/compare.hpp"
 #include "messages/store.hpp"
@@ -142,5 +145,21 @@ private:
   store_stats stats_;
   int64_t num_dropped_ = 0; // committed objects dropped by a failed pin (for check_invariants)
 };
+
+// apply(store_step)'s answer plus the orders that named nothing, for the actor to log (the
+// core does not log). Neither changes the reply: the connector already counts the step done.
+struct store_step_applied {
+  store_step_done done;
+  std::vector<object_key> commits_unreserved; // commit of an object with no reservation
+  std::vector<object_key> unpins_unpinned;    // unpin of an object that is not pinned
+};
+
+// Applies one store step in the order messages/store.hpp gives. A pin whose stored header
+// describes other tokens than its order is unpinned again and refused.
+// NOTE(no-arena): `store` null (connector none) stores nothing: pins answer missing, reserves
+// no_space, stats stay zero.
+store_step_applied apply(host_store* store, const store_step& step);
+// Which keys are committed, and the length of the leading committed run; all absent if `store` is null.
+store_contains_done apply(const host_store* store, const store_contains& query);
 
 } // namespace ordo

@@ -594,3 +594,110 @@ TEST_CASE("host store: evict_all drops every committed unpinned object, keeps pi
   CHECK(store.stats().evictions_total == 2);
   CHECK(store.check_invariants().empty());
 }
+
+namespace {
+
+object_ref ref_for(uint64_t hash, size_t data_bytes = slot_data) {
+  // The key's namespace is the fingerprint a pin expects and its hash the boundary (NOTE(verify)).
+  return {object_key{fingerprint, hash, static_cast<uint8_t>(object_kind::kv_chunk)}, 64, 256, 4, data_bytes};
+}
+
+store_step step_of(uint64_t seq) {
+  store_step s;
+  s.header.epoch = 1;
+  s.header.seq = seq;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("host store apply: a step reserves, the next commits, and a pin then finds the object") {
+  fixture f(4 * slot);
+  auto reserve = step_of(1);
+  reserve.reserves.push_back(ref_for(11));
+  auto r = apply(&f.store, reserve);
+  CHECK(r.done.header.seq == 1);
+  REQUIRE(r.done.reserves.size() == 1);
+  CHECK(r.done.reserves[0].ok);
+  CHECK(r.done.reserves[0].status == "ok");
+  CHECK(r.done.reserves[0].data_offset == header_bytes);
+  CHECK(r.done.reserves[0].data_bytes == slot_data);
+  CHECK(r.done.stats.reserves_total == 1);
+  CHECK(apply(&f.store, store_contains{{ref_for(11).key}}).present == std::vector<uint8_t>{0}); // writing
+
+  auto commit = step_of(2);
+  commit.commits.push_back(ref_for(11).key);
+  commit.pins.push_back(ref_for(11));
+  auto c = apply(&f.store, commit);
+  CHECK(c.commits_unreserved.empty());
+  CHECK(c.done.stats.commits_total == 1);
+  REQUIRE(c.done.pins.size() == 1);
+  CHECK(c.done.pins[0].ok);
+  CHECK(c.done.pins[0].data_offset == header_bytes);
+  auto found = apply(&f.store, store_contains{{ref_for(11).key, ref_for(12).key, ref_for(11).key}});
+  CHECK(found.present == std::vector<uint8_t>{1, 0, 1});
+  CHECK(found.num_leading_committed == 1);
+  CHECK(f.store.check_invariants() == "");
+}
+
+TEST_CASE("host store apply: a pin whose header describes other tokens is refused and unpinned") {
+  fixture f(4 * slot);
+  auto put = step_of(1);
+  put.reserves.push_back(ref_for(21));
+  REQUIRE(apply(&f.store, put).done.reserves.at(0).ok);
+  auto commit = step_of(2);
+  commit.commits.push_back(ref_for(21).key);
+  apply(&f.store, commit);
+
+  auto other = ref_for(21);
+  other.first_token = 128; // same key, other tokens
+  auto pin = step_of(3);
+  pin.pins.push_back(other);
+  auto p = apply(&f.store, pin);
+  REQUIRE(p.done.pins.size() == 1);
+  CHECK_FALSE(p.done.pins[0].ok);
+  CHECK(p.done.pins[0].status == "object describes other tokens");
+  // Unpinned again: evict_all can drop it, and unpinning it is a note, not a pin count below zero.
+  auto evict = step_of(4);
+  evict.unpins.push_back(other.key);
+  evict.evict_all = true;
+  auto e = apply(&f.store, evict);
+  CHECK(e.unpins_unpinned.size() == 1);
+  CHECK(e.done.num_evicted == 1);
+  CHECK(f.store.check_invariants() == "");
+}
+
+TEST_CASE("host store apply: orders naming nothing come back as notes, not errors") {
+  fixture f(4 * slot);
+  auto s = step_of(1);
+  s.commits.push_back(ref_for(31).key);
+  s.unpins.push_back(ref_for(32).key);
+  auto r = apply(&f.store, s);
+  REQUIRE(r.commits_unreserved.size() == 1);
+  CHECK(r.commits_unreserved[0].hash == 31);
+  REQUIRE(r.unpins_unpinned.size() == 1);
+  CHECK(r.unpins_unpinned[0].hash == 32);
+  CHECK(r.done.stats.commits_total == 0);
+}
+
+TEST_CASE("host store apply: with no arena pins answer missing, reserves no_space, stats stay zero") {
+  auto s = step_of(5);
+  s.commits.push_back(ref_for(41).key);
+  s.pins.push_back(ref_for(41));
+  s.reserves.push_back(ref_for(42));
+  s.evict_all = true;
+  auto r = apply(nullptr, s);
+  CHECK(r.done.header.seq == 5);
+  REQUIRE(r.done.pins.size() == 1);
+  CHECK_FALSE(r.done.pins[0].ok);
+  CHECK(r.done.pins[0].status == "missing");
+  REQUIRE(r.done.reserves.size() == 1);
+  CHECK_FALSE(r.done.reserves[0].ok);
+  CHECK(r.done.reserves[0].status == "no_space");
+  CHECK(r.done.num_evicted == 0);
+  CHECK(r.done.stats.bytes_capacity == 0);
+  CHECK(r.commits_unreserved.empty()); // nothing is stored, so nothing to note
+  auto found = apply(nullptr, store_contains{{ref_for(41).key, ref_for(42).key}});
+  CHECK(found.present == std::vector<uint8_t>{0, 0});
+  CHECK(found.num_leading_committed == 0);
+}
