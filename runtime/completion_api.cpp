@@ -167,23 +167,26 @@ std::variant<std::vector<int32_t>, api_error> parse_prompt(const json& body,
   return parse_token_ids(p, limits);
 }
 
+// `field`: an integer in [min, max] (JSON integers may be unsigned beyond int64).
+std::variant<int32_t, api_error> parse_int_in(const json& v, const std::string& field, int64_t min, int64_t max) {
+  const std::string range = "an integer between " + std::to_string(min) + " and " + std::to_string(max);
+  if (!v.is_number_integer())
+    return bad(field + " must be " + range + ", got " + described(v));
+  bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(max)
+                                         : (v.get<int64_t>() >= min && v.get<int64_t>() <= max);
+  if (!in_range || v.get<int64_t>() < min)
+    return bad(field + " must be " + range + ", got " + shown(v));
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
 // media[i].<name>: an integer in [min, max].
 std::variant<int32_t, api_error> parse_span_int(const json& span, const std::string& where,
                                                 const char* name, int64_t min, int64_t max) {
   const std::string field = where + "." + name;
-  const std::string range =
-      "an integer between " + std::to_string(min) + " and " + std::to_string(max);
   auto it = span.find(name);
   if (it == span.end() || it->is_null())
-    return bad(field + " is required: " + range);
-  if (!it->is_number_integer())
-    return bad(field + " must be " + range + ", got " + described(*it));
-  bool in_range = it->is_number_unsigned()
-                      ? it->get<uint64_t>() <= uint64_t(max)
-                      : (it->get<int64_t>() >= min && it->get<int64_t>() <= max);
-  if (!in_range || it->get<int64_t>() < min)
-    return bad(field + " must be " + range + ", got " + shown(*it));
-  return static_cast<int32_t>(it->get<int64_t>());
+    return bad(field + " is required: an integer between " + std::to_string(min) + " and " + std::to_string(max));
+  return parse_int_in(*it, field, min, max);
 }
 
 // media[i].hash: 1 to 16 hex digits, or an integer in [0, 2^64).
@@ -266,14 +269,7 @@ std::variant<std::vector<media_span>, api_error> parse_media(const json& body, s
 
 // max_tokens / max_completion_tokens: an integer in [1, cap].
 std::variant<int32_t, api_error> parse_max_tokens(const json& v, const char* name, int cap) {
-  const std::string range = "an integer between 1 and " + std::to_string(cap);
-  if (!v.is_number_integer())
-    return bad(std::string(name) + " must be " + range + ", got " + described(v));
-  bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(cap)
-                                         : (v.get<int64_t>() >= 1 && v.get<int64_t>() <= cap);
-  if (!in_range || v.get<int64_t>() < 1)
-    return bad(std::string(name) + " must be " + range + ", got " + shown(v));
-  return static_cast<int32_t>(v.get<int64_t>());
+  return parse_int_in(v, name, 1, cap);
 }
 
 constexpr size_t max_stop_sequences = 4;

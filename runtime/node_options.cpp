@@ -17,7 +17,6 @@ size_t body_limit(const node_config& cfg, int32_t max_context) {
 node_options derive_node_options(const node_config& cfg, const node_model_facts& facts) {
   node_options o;
   const auto& geo = facts.geometry;
-  o.model = to_model_options(cfg);
 
   auto& ns = o.namespace_in;
   ns.preset = cfg.preset, ns.size = cfg.size, ns.seed = cfg.model_seed, ns.kv = cfg.kv;
@@ -49,7 +48,7 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
   s.num_blocks = cfg.num_blocks;
   s.max_batch_tokens = cfg.max_batch_tokens;
   s.max_num_seqs = cfg.max_num_seqs;
-  s.max_state_slots = o.model.max_state_slots;
+  s.max_state_slots = to_model_options(cfg).max_state_slots;
   s.has_recurrent_state = geo.has_recurrent_state;
   s.checkpoint_interval = snap_checkpoint_interval(cfg.checkpoint_interval, cfg.block_size);
   if (s.checkpoint_interval != cfg.checkpoint_interval)

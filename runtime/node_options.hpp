@@ -41,7 +41,6 @@ struct node_http_limits {
 };
 
 struct node_options {
-  model_options model;
   namespace_inputs namespace_in;
   uint64_t namespace_id = 0;
   size_t host_arena_bytes = 0;           // the store's memory; 0 without the host tier
