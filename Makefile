@@ -30,7 +30,7 @@ clean:
 # `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
 GPU_BUILD ?= build-gpu
 GPU_AMD_BUILD ?= build-gpu-amd
-BUNDLE_GPU ?= ../shared/tools/bundle-gpu
+BUNDLE_GPU ?= scripts/bundle-gpu.sh
 
 gpu: deps
 	@test -f $(GPU_BUILD)/CMakeCache.txt || cmake -S . -B $(GPU_BUILD) $(CMAKE_FLAGS) -DORDO_GPU=hip-nvidia
