@@ -26,7 +26,8 @@ clean:
 
 # GPU builds (DESIGN §2.2). `make gpu`: NVIDIA build (nvcc, sm_90) of ordo and gpu_check in build-gpu/.
 # `make gpu-bundle`: ordo, gpu_check and the libraries the GPU machine lacks in gpu-bundle/;
-# there, `gpu-bundle/checks` runs every GPU check (tools/gpu_checks.sh) and `gpu-bundle/run` is ordo.
+# there, `gpu-bundle/checks` runs every GPU check (tools/gpu_checks.sh), `gpu-bundle/trace_checks`
+# the trace checks (tools/gpu_trace_checks.sh), and `gpu-bundle/run` is ordo.
 # `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
 GPU_BUILD ?= build-gpu
 GPU_AMD_BUILD ?= build-gpu-amd
@@ -39,8 +40,9 @@ gpu: deps
 gpu-bundle: gpu
 	rm -rf gpu-bundle
 	$(BUNDLE_GPU) $(GPU_BUILD)/ordo gpu-bundle
-	cp $(GPU_BUILD)/gpu_check gpu-bundle/
+	cp $(GPU_BUILD)/gpu_check gpu-bundle/ && strip gpu-bundle/gpu_check
 	cp tools/gpu_checks.sh gpu-bundle/checks
+	cp tools/gpu_trace_checks.sh gpu-bundle/trace_checks
 
 gpu-amd-check:
 	@bash scripts/install-deps.sh --amd

@@ -6,10 +6,12 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/door.hpp"
 #include "actors/interfaces.hpp"
 
 namespace ordo {
 
-block_pool_actor spawn_block_pool(caf::actor_system& sys, int32_t num_blocks, int32_t block_size);
+block_pool_actor spawn_block_pool(caf::actor_system& sys, int32_t num_blocks, int32_t block_size,
+                                  trace_tap tap = {});
 
 } // namespace ordo

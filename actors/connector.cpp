@@ -16,50 +16,59 @@ struct connector_state {
   std::shared_ptr<const connector_policy> policy;
   store_actor store;
   sequence_check steps;
+  door io;
   static inline const char* name = "connector";
 };
 
 using self_ptr = connector_actor::stateful_pointer<connector_state>;
 
 connector_actor::behavior_type connector(self_ptr self, std::string kind, std::optional<offload_options> options,
-                                         store_actor store, uint64_t epoch) {
+                                         store_actor store, uint64_t epoch, trace_tap tap) {
   auto& st = self->state;
   st.policy = make_connector_policy(kind, options);
   st.store = std::move(store);
+  st.io = door("connector", std::move(tap));
   (void)epoch; // the first step of any epoch is accepted (sequence_check)
   return {
     [=](const connector_lookup& lookup) -> caf::result<connector_lookup_done> {
       auto& st = self->state;
+      st.io.received(self->current_sender(), lookup);
       auto probe = st.policy->lookup(lookup);
       if (!probe)
-        return st.policy->lookup_answered(lookup, {});
+        return st.io.reply(self, st.policy->lookup_answered(lookup, {}));
+      auto requester = self->current_sender(); // before the promise takes the request over
       auto rp = self->make_response_promise<connector_lookup_done>();
-      self->request(st.store, caf::infinite, std::move(*probe))
-          .then(
-              [=](store_contains_done& found) mutable { rp.deliver(self->state.policy->lookup_answered(lookup, found)); },
-              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      st.io.request(
+          self, st.store, std::move(*probe),
+          [=](store_contains_done& found, uint64_t) mutable {
+            self->state.io.deliver(rp, requester, self->state.policy->lookup_answered(lookup, found));
+          },
+          [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_lookup_done", err); });
       return rp;
     },
     [=](const connector_step& step) -> caf::result<connector_step_done> {
       auto& st = self->state;
+      st.io.received(self->current_sender(), step);
       if (auto why = st.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
         spdlog::critical("connector: {}", why);
-        return caf::make_error(caf::sec::invalid_argument, why);
+        return st.io.refuse(self, "connector_step_done", why);
       }
       auto to_store = st.policy->step(step);
       if (!to_store)
-        return st.policy->step_answered(step, {});
+        return st.io.reply(self, st.policy->step_answered(step, {}));
+      auto requester = self->current_sender(); // before the promise takes the request over
       auto rp = self->make_response_promise<connector_step_done>();
-      self->request(st.store, caf::infinite, std::move(*to_store))
-          .then(
-              [=](store_step_done& answer) mutable {
-                try {
-                  rp.deliver(self->state.policy->step_answered(step, answer));
-                } catch (const std::exception& e) {
-                  rp.deliver(caf::make_error(caf::sec::invalid_argument, e.what()));
-                }
-              },
-              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      st.io.request(
+          self, st.store, std::move(*to_store),
+          [=](store_step_done& answer, uint64_t) mutable {
+            try {
+              self->state.io.deliver(rp, requester, self->state.policy->step_answered(step, answer));
+            } catch (const std::exception& e) {
+              self->state.io.fail(rp, requester, "connector_step_done",
+                                  caf::make_error(caf::sec::invalid_argument, e.what()));
+            }
+          },
+          [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_step_done", err); });
       return rp;
     },
   };
@@ -68,8 +77,9 @@ connector_actor::behavior_type connector(self_ptr self, std::string kind, std::o
 } // namespace
 
 connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind,
-                                std::optional<offload_options> policy, store_actor store, uint64_t epoch) {
-  return sys.spawn(connector, kind, std::move(policy), std::move(store), epoch);
+                                std::optional<offload_options> policy, store_actor store, uint64_t epoch,
+                                trace_tap tap) {
+  return sys.spawn(connector, kind, std::move(policy), std::move(store), epoch, std::move(tap));
 }
 
 } // namespace ordo

@@ -14,6 +14,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/door.hpp"
 #include "actors/interfaces.hpp"
 #include "runtime/offload_policy.hpp"
 
@@ -21,6 +22,7 @@ namespace ordo {
 
 // `policy` is empty for the `none` connector, which answers under the name `kind`.
 connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind,
-                                std::optional<offload_options> policy, store_actor store, uint64_t epoch);
+                                std::optional<offload_options> policy, store_actor store, uint64_t epoch,
+                                trace_tap tap = {});
 
 } // namespace ordo

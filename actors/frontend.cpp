@@ -115,6 +115,7 @@ struct frontend_state {
     std::vector<int32_t> tokens;
   };
   std::map<uint64_t, stream_text> streams;
+  door io;
   static inline const char* name = "frontend";
 };
 
@@ -146,18 +147,30 @@ void write_text(frontend_ptr self, uint64_t id, const http_bridge::pending& p, f
 }
 
 frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor scheduler, std::shared_ptr<http_bridge> bridge,
-                                       frontend_options options) {
+                                       frontend_options options, trace_tap tap) {
+  self->state.io = door("frontend", std::move(tap));
   self->state.scheduler = std::move(scheduler);
   self->state.bridge = std::move(bridge);
   self->state.options = std::move(options);
   return {
-    [=](completion_request& request) { self->send(self->state.scheduler, std::move(request)); },
-    [=](cancel_request& cancel) {
-      self->state.streams.erase(cancel.request_id);
-      self->send(self->state.scheduler, cancel);
+    [=](completion_request& request) {
+      auto& io = self->state.io;
+      io.received("http", request);
+      io.send(self, self->state.scheduler, std::move(request));
     },
-    [=](evict_request& request) { self->send(self->state.scheduler, std::move(request)); },
+    [=](cancel_request& cancel) {
+      auto& io = self->state.io;
+      io.received("http", cancel);
+      self->state.streams.erase(cancel.request_id);
+      io.send(self, self->state.scheduler, cancel);
+    },
+    [=](evict_request& request) {
+      auto& io = self->state.io;
+      io.received("http", request);
+      io.send(self, self->state.scheduler, std::move(request));
+    },
     [=](const completion_chunk& chunk) {
+      self->state.io.received(self->current_sender(), chunk);
       auto p = self->state.bridge->peek(chunk.request_id);
       if (!p.responder || !p.stream)
         return;
@@ -167,6 +180,7 @@ frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor schedu
       write_text(self, chunk.request_id, p, st, false);
     },
     [=](const completion_result& result) {
+      self->state.io.received(self->current_sender(), result);
       auto p = self->state.bridge->take(result.request_id);
       if (!p.responder)
         return;
@@ -189,6 +203,7 @@ frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor schedu
       }
     },
     [=](const completion_failed& failed) {
+      self->state.io.received(self->current_sender(), failed);
       auto p = self->state.bridge->take(failed.request_id);
       if (!p.responder)
         return;
@@ -204,6 +219,7 @@ frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor schedu
       }
     },
     [=](const evict_result& result) {
+      self->state.io.received(self->current_sender(), result);
       auto p = self->state.bridge->take(result.request_id);
       if (!p.responder)
         return;
@@ -237,8 +253,8 @@ bool has_bearer(const http_request& req, const std::string& key) {
 } // namespace
 
 frontend_actor spawn_frontend(caf::actor_system& sys, scheduler_actor scheduler, std::shared_ptr<http_bridge> bridge,
-                              frontend_options options) {
-  return sys.spawn(frontend, std::move(scheduler), std::move(bridge), std::move(options));
+                              frontend_options options, trace_tap tap) {
+  return sys.spawn(frontend, std::move(scheduler), std::move(bridge), std::move(options), std::move(tap));
 }
 
 http_server::handler make_http_handler(frontend_actor fe, std::shared_ptr<http_bridge> bridge, frontend_options opt,

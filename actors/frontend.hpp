@@ -25,6 +25,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/door.hpp"
 #include "actors/http_server.hpp"
 #include "actors/interfaces.hpp"
 #include "runtime/completion_api.hpp"
@@ -88,7 +89,7 @@ struct frontend_options {
 };
 
 frontend_actor spawn_frontend(caf::actor_system& sys, scheduler_actor scheduler, std::shared_ptr<http_bridge> bridge,
-                              frontend_options options);
+                              frontend_options options, trace_tap tap = {});
 
 // The HTTP handler: routes /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics,
 // /admin/evict. Runs on the HTTP thread; bodies are parsed on `parser`. `draining` makes new

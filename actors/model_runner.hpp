@@ -9,6 +9,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/door.hpp"
 #include "actors/interfaces.hpp"
 #include "runtime/device.hpp"
 #include "runtime/model.hpp"
@@ -17,6 +18,7 @@
 namespace ordo {
 
 model_runner_actor spawn_model_runner(caf::actor_system& sys, std::shared_ptr<device> dev,
-                                      std::shared_ptr<model> mdl, const step_executor_options& options);
+                                      std::shared_ptr<model> mdl, const step_executor_options& options,
+                                      trace_tap tap = {});
 
 } // namespace ordo

@@ -1,6 +1,7 @@
 #include "actors/node.hpp"
 
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -20,6 +21,7 @@
 #include "runtime/node_options.hpp"
 #include "runtime/page_units.hpp"
 #include "runtime/prefix_hash.hpp"
+#include "runtime/version.hpp"
 
 namespace ordo {
 
@@ -59,7 +61,7 @@ void check_host_memory(const node_config& cfg, const model_options& mo) {
 
 struct node::impl {
   node_config cfg;
-  node_hooks hooks;
+  trace_tap tap;
   caf::actor_system_config actor_cfg = make_actor_config();
   std::unique_ptr<caf::actor_system> sys;
   std::shared_ptr<http_bridge> bridge = std::make_shared<http_bridge>();
@@ -71,10 +73,11 @@ struct node::impl {
   std::shared_ptr<device> dev;
   uint8_t* host_arena = nullptr; // the store's memory, freed after every actor stopped
   caf::actor store;
+  scheduler_actor scheduler;
   int port = 0;
   bool stopped = false;
 
-  impl(node_config c, node_hooks h) : cfg(std::move(c)), hooks(h) {}
+  explicit impl(node_config c) : cfg(std::move(c)) {}
 
   void free_host_arena() {
     if (host_arena && dev)
@@ -83,7 +86,7 @@ struct node::impl {
   }
 };
 
-node::node(node_config config, node_hooks hooks) : impl_(std::make_unique<impl>(std::move(config), hooks)) {}
+node::node(node_config config) : impl_(std::make_unique<impl>(std::move(config))) {}
 
 node::~node() { drain_and_stop(std::chrono::milliseconds(0)); }
 
@@ -115,6 +118,22 @@ int node::start() {
                opts.namespace_id, facts.state_layout_id);
   for (const auto& w : opts.warnings)
     spdlog::warn("{}", w);
+  if (d.cfg.drop_edge != fault_edge::none)
+    spdlog::warn("ordo node: FAULT INJECTION faults.drop_edge = {}: the step executor leaves that ordering edge out; "
+                 "outputs may be wrong (this setting exists to test `ordo trace check`)",
+                 to_string(d.cfg.drop_edge));
+  if (!d.cfg.trace_path.empty()) {
+    trace_header_info info;
+    info.ordo_version = ordo_version();
+    info.config_text = render_config_toml(d.cfg);
+    info.node = d.cfg.trace_node;
+    info.drop_edge = to_string(d.cfg.drop_edge);
+    info.namespace_id = opts.namespace_id;
+    info.chaos_seed = d.cfg.chaos_seed;
+    d.tap.recorder = std::make_shared<trace_recorder>(d.cfg.trace_path, info);
+    spdlog::info("ordo node: recording a trace to {}", d.cfg.trace_path);
+  }
+  auto& tap = d.tap;
 
   d.metrics = make_node_metrics(d.cfg);
   d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);
@@ -122,24 +141,30 @@ int node::start() {
   d.dev = dev;
   if (opts.host_arena_bytes > 0)
     d.host_arena = static_cast<uint8_t*>(dev->alloc_host_pinned(opts.host_arena_bytes));
-  auto store = spawn_store(sys, d.host_arena, opts.host_arena_bytes);
+  auto store = spawn_store(sys, d.host_arena, opts.host_arena_bytes, tap);
+  tap.names->add(store.id(), "store");
   d.store = caf::actor_cast<caf::actor>(store);
   if (opts.offload)
     spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
                  dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, to_string(d.cfg.kv_role));
-  auto connector = spawn_connector(sys, to_string(d.cfg.connector), opts.offload, store, 1);
-  auto pool = spawn_block_pool(sys, d.cfg.num_blocks, d.cfg.block_size);
+  auto connector = spawn_connector(sys, to_string(d.cfg.connector), opts.offload, store, 1, tap);
+  tap.names->add(connector.id(), "connector");
+  auto pool = spawn_block_pool(sys, d.cfg.num_blocks, d.cfg.block_size, tap);
+  tap.names->add(pool.id(), "block_pool");
   step_executor_options exec_opts = opts.executor;
-  exec_opts.test_drop_upload_edge = d.hooks.test_drop_upload_edge;
-  exec_opts.test_drop_clear_load_edge = d.hooks.test_drop_clear_load_edge;
+  exec_opts.drop_edge = d.cfg.drop_edge;
   exec_opts.host_arena = d.host_arena;
-  auto runner = spawn_model_runner(sys, dev, mdl, exec_opts);
+  auto runner = spawn_model_runner(sys, dev, mdl, exec_opts, tap);
+  tap.names->add(runner.id(), "model_runner");
 
   auto metrics = d.metrics;
   auto scheduler = spawn_scheduler(sys, opts.scheduler, {pool, runner, connector},
                                    [metrics](const scheduler_stats& s, const completion_result* r) {
                                      metrics->observe(s, r);
-                                   });
+                                   },
+                                   tap);
+  tap.names->add(scheduler.id(), "scheduler");
+  d.scheduler = scheduler;
 
   frontend_options fe_opts;
   fe_opts.model_name = opts.model_name;
@@ -155,7 +180,8 @@ int node::start() {
                  d.cfg.host);
   fe_opts.render_metrics = [metrics] { return metrics->render(); };
   fe_opts.on_error = [metrics](int status) { metrics->count_error(status); };
-  auto fe = spawn_frontend(sys, scheduler, d.bridge, fe_opts);
+  auto fe = spawn_frontend(sys, scheduler, d.bridge, fe_opts, tap);
+  tap.names->add(fe.id(), "frontend");
   d.actors = {caf::actor_cast<caf::actor>(fe),     caf::actor_cast<caf::actor>(scheduler),
               caf::actor_cast<caf::actor>(runner), caf::actor_cast<caf::actor>(pool),
               caf::actor_cast<caf::actor>(connector), caf::actor_cast<caf::actor>(store)};
@@ -178,6 +204,7 @@ int node::start() {
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     d.actors.clear();
     d.store = nullptr;
+    d.scheduler = nullptr;
     d.sys.reset();
     d.free_host_arena();
     d.stopped = true;
@@ -206,9 +233,43 @@ void node::drain_and_stop(std::chrono::milliseconds timeout) {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   d.actors.clear();
   d.store = nullptr;
+  d.scheduler = nullptr;
   d.sys.reset(); // waits for every actor; the runner's state then drains and frees the device
   d.http.reset();
+  d.tap.recorder.reset(); // after the device drained: its last completions are recorded
   d.free_host_arena();
+}
+
+std::variant<completion_result, completion_failed> node::complete(const completion_request& request,
+                                                                  std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  if (!d.sys || !d.scheduler)
+    return completion_failed{request.request_id, "the node is not running", "server_error"};
+  caf::scoped_actor self{*d.sys};
+  self->send(d.scheduler, request);
+  std::optional<std::variant<completion_result, completion_failed>> answer;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!answer) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return completion_failed{request.request_id, "no answer within " + std::to_string(timeout.count()) + " ms",
+                               "timeout"};
+    self->receive([&](const completion_chunk&) {}, [&](const completion_result& r) { answer = r; },
+                  [&](const completion_failed& f) { answer = f; }, [&](const evict_result&) {},
+                  caf::after(left) >> [] {});
+  }
+  return *answer;
+}
+
+bool node::evict(const evict_request& request, std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  if (!d.sys || !d.scheduler)
+    return false;
+  caf::scoped_actor self{*d.sys};
+  self->send(d.scheduler, request);
+  bool done = false;
+  self->receive([&](const evict_result&) { done = true; }, caf::after(timeout) >> [] {});
+  return done;
 }
 
 int32_t node::test_corrupt_store(uint8_t kind) {
@@ -223,6 +284,8 @@ int32_t node::test_corrupt_store(uint8_t kind) {
       });
   return changed;
 }
+
+std::string node::trace_path() const { return impl_->tap.recorder ? impl_->tap.recorder->path() : std::string(); }
 
 std::string node::render_metrics() const { return impl_->metrics ? impl_->metrics->render() : std::string(); }
 

@@ -7,22 +7,17 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <variant>
+
+#include "messages/request.hpp"
 
 #include "runtime/config.hpp"
 
 namespace ordo {
 
-// Test-only switches, never set from a config file.
-struct node_hooks {
-  // Removes the compute stream's wait for the step input upload (runtime/step_executor.hpp).
-  bool test_drop_upload_edge = false;
-  // Leaves out the load stream's wait for the step's clears (the seed's bug, DESIGN §2.1).
-  bool test_drop_clear_load_edge = false;
-};
-
 class node {
 public:
-  explicit node(node_config config, node_hooks hooks = {});
+  explicit node(node_config config);
   ~node();
   node(const node&) = delete;
   node& operator=(const node&) = delete;
@@ -36,8 +31,17 @@ public:
 
   int port() const;
   const node_config& config() const;
+  // The trace being recorded (trace.path), or "" when none.
+  std::string trace_path() const;
   // Prometheus text, as GET /metrics serves it.
   std::string render_metrics() const;
+
+  // Sends one request straight to the scheduler (no HTTP) and waits up to `timeout` for its
+  // answer: the result, or a completion_failed (also for a timeout). For `ordo replay --node`.
+  std::variant<completion_result, completion_failed> complete(const completion_request& request,
+                                                              std::chrono::milliseconds timeout);
+  // Evicts a tier as POST /admin/evict does; false if no answer came within `timeout`.
+  bool evict(const evict_request& request, std::chrono::milliseconds timeout);
 
   // Test hook: flips one data byte of every committed host-tier object of `kind` (object_kind);
   // returns how many were changed. Their next load must find the checksum wrong (SPEC C6).

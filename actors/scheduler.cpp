@@ -1,56 +1,54 @@
 #include "actors/scheduler.hpp"
 
-#include <chrono>
 #include <map>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "runtime/scheduler_core.hpp"
+
 namespace ordo {
 
 namespace {
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 struct scheduler_state {
-  std::unique_ptr<scheduling> core;
+  std::unique_ptr<scheduler_core> core;
   scheduler_handles handles;
   scheduler_observer observer;
+  door io;
   std::map<uint64_t, completion_client_actor> requesters; // request id → who gets the answer
   std::map<uint64_t, completion_client_actor> evict_requesters;
-  bool broken = false;
   static inline const char* name = "scheduler";
 };
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
-void pump(self_ptr self);
-void run_step(self_ptr self, step_plan plan);
+void on_event(self_ptr self, const scheduler_event& event, uint64_t ts_ns);
 
-void fail_everything(self_ptr self, const std::string& why) {
-  auto& st = self->state;
-  st.broken = true;
-  spdlog::critical("scheduler: {}; failing every request in flight", why);
-  for (auto& [id, who] : st.requesters)
-    self->send(who, completion_failed{id, "internal error: " + why, "server_error"});
-  st.requesters.clear();
+template <class Reply>
+auto feed(self_ptr self) {
+  return [self](Reply& r, uint64_t ts_ns) { on_event(self, r, ts_ns); };
 }
 
-void flush(self_ptr self) {
+void refused(self_ptr self, const std::string& what);
+
+// Sends what the core decided: commands to the pool, connector and runner, answers to clients.
+void emit(self_ptr self, scheduler_commands out) {
   auto& st = self->state;
-  auto out = st.core->take_outbox();
+  auto& io = st.io;
+  if (!out.fatal.empty()) {
+    spdlog::critical("scheduler: {}; failing every request in flight", out.fatal);
+    for (auto& [id, who] : st.requesters)
+      io.send(self, who, completion_failed{id, "internal error: " + out.fatal, "server_error"});
+    st.requesters.clear();
+    return;
+  }
   for (auto& l : out.lookups)
-    self->request(st.handles.connector, caf::infinite, l).then(
-        [=](connector_lookup_done& done) {
-          self->state.core->on_lookup_done(done);
-          pump(self);
-        },
-        [=](caf::error& err) { fail_everything(self, "connector lookup failed: " + caf::to_string(err)); });
+    io.request(self, st.handles.connector, std::move(l), feed<connector_lookup_done>(self),
+               [self](caf::error& err) { refused(self, "connector lookup failed: " + caf::to_string(err)); });
   for (auto& c : out.chunks)
     if (auto it = st.requesters.find(c.request_id); it != st.requesters.end())
-      self->send(it->second, c);
+      io.send(self, it->second, std::move(c));
   for (auto& r : out.results) {
     spdlog::info("request {} finished: prompt {} tokens, resume_at {}, from hbm {} cpu {} store {}, {} tokens "
                  "({}), {:.1f} ms",
@@ -59,122 +57,71 @@ void flush(self_ptr self) {
     if (st.observer)
       st.observer(st.core->stats(), &r);
     if (auto it = st.requesters.find(r.request_id); it != st.requesters.end()) {
-      self->send(it->second, r);
+      io.send(self, it->second, std::move(r));
       st.requesters.erase(it);
     }
   }
-  if (!out.failures.empty() && st.observer)
-    st.observer(st.core->stats(), nullptr); // refusals (429) are counted at once
+  if (out.stats_changed && st.observer)
+    st.observer(st.core->stats(), nullptr);
   for (auto& f : out.failures) {
     spdlog::info("request {} failed: {}", f.request_id, f.message);
     if (auto it = st.requesters.find(f.request_id); it != st.requesters.end()) {
-      self->send(it->second, f);
+      io.send(self, it->second, std::move(f));
       st.requesters.erase(it);
     }
   }
   for (auto& e : out.evictions) {
     spdlog::info("evicted {} {} {}", e.num_blocks, e.tier, e.tier == "cpu" ? "objects" : "blocks");
     if (auto it = st.evict_requesters.find(e.request_id); it != st.evict_requesters.end()) {
-      self->send(it->second, e);
+      io.send(self, it->second, std::move(e));
       st.evict_requesters.erase(it);
     }
   }
+  if (out.pool)
+    io.request(self, st.handles.pool, std::move(*out.pool), feed<pool_step_done>(self),
+               [self](caf::error& err) { refused(self, "block pool refused a step: " + caf::to_string(err)); });
+  if (out.connector)
+    io.request(self, st.handles.connector, std::move(*out.connector), feed<connector_step_done>(self),
+               [self](caf::error& err) { refused(self, "connector refused a step: " + caf::to_string(err)); });
+  if (out.plan) {
+    spdlog::debug("scheduler: step ({}, {}) with {} requests, {} loads, {} saves", out.plan->header.epoch,
+                  out.plan->header.seq, out.plan->requests.size(), out.plan->loads.size(), out.plan->saves.size());
+    io.request(self, st.handles.runner, std::move(*out.plan), feed<step_done>(self),
+               [self](caf::error& err) { refused(self, "model runner refused a step: " + caf::to_string(err)); });
+  }
 }
 
-void pump(self_ptr self) {
-  auto& st = self->state;
-  flush(self);
-  if (st.broken || !st.core->idle())
-    return;
-  auto step = st.core->next_pool_step();
-  if (!step)
-    return;
-  bool changes_pool = !step->releases.empty() || step->evict_hbm || !step->grows.empty() || !step->commits.empty();
-  self->request(st.handles.pool, caf::infinite, *step).then(
-      [=](pool_step_done& done) {
-        auto& st = self->state;
-        std::optional<step_plan> plan;
-        try {
-          plan = st.core->on_pool_step_done(done);
-        } catch (const std::exception& e) {
-          return fail_everything(self, e.what());
-        }
-        if (st.observer)
-          st.observer(st.core->stats(), nullptr);
-        if (plan)
-          return run_step(self, std::move(*plan));
-        if (auto cs = st.core->take_connector_step()) {
-          // Loads and saves are granted (store memory pinned or reserved) before the plan.
-          self->request(st.handles.connector, caf::infinite, std::move(*cs)).then(
-              [=](connector_step_done& done) {
-                std::optional<step_plan> plan;
-                try {
-                  plan = self->state.core->on_connector_step_done(done);
-                } catch (const std::exception& e) {
-                  return fail_everything(self, e.what());
-                }
-                if (self->state.observer)
-                  self->state.observer(self->state.core->stats(), nullptr);
-                if (plan)
-                  return run_step(self, std::move(*plan));
-                flush(self);
-                pump(self);
-              },
-              [=](caf::error& err) { fail_everything(self, "connector refused a step: " + caf::to_string(err)); });
-          return;
-        }
-        flush(self);
-        if (changes_pool)
-          pump(self); // something was freed or refused with a fresh estimate: look again
-      },
-      [=](caf::error& err) { fail_everything(self, "block pool refused a step: " + caf::to_string(err)); });
+void on_event(self_ptr self, const scheduler_event& event, uint64_t ts_ns) {
+  emit(self, self->state.core->apply(event, static_cast<double>(ts_ns) / 1e6));
 }
 
-void run_step(self_ptr self, step_plan plan) {
-  auto& st = self->state;
-  spdlog::debug("scheduler: step ({}, {}) with {} requests, {} loads, {} saves", plan.header.epoch, plan.header.seq,
-                plan.requests.size(), plan.loads.size(), plan.saves.size());
-  self->request(st.handles.runner, caf::infinite, std::move(plan)).then(
-      [=](step_done& done) {
-        try {
-          self->state.core->on_step_done(done, now_ms());
-        } catch (const std::exception& e) {
-          return fail_everything(self, e.what());
-        }
-        pump(self);
-      },
-      [=](caf::error& err) { fail_everything(self, "model runner refused a step: " + caf::to_string(err)); });
-}
+void refused(self_ptr self, const std::string& what) { emit(self, self->state.core->refused(what)); }
 
 scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options options, scheduler_handles handles,
-                                         scheduler_observer observer) {
+                                         scheduler_observer observer, trace_tap tap) {
   auto& st = self->state;
-  st.core = std::make_unique<scheduling>(options);
+  st.core = std::make_unique<scheduler_core>(options);
   st.handles = std::move(handles);
   st.observer = std::move(observer);
+  st.io = door("scheduler", std::move(tap));
   return {
     [=](completion_request& request) {
       auto& st = self->state;
-      auto sender = caf::actor_cast<completion_client_actor>(self->current_sender());
-      if (st.broken) {
-        self->send(sender, completion_failed{request.request_id, "internal error: scheduler stopped", "server_error"});
-        return;
-      }
-      st.requesters[request.request_id] = sender;
-      st.core->add(request, now_ms());
-      pump(self);
+      auto ts = st.io.received(self->current_sender(), request);
+      st.requesters[request.request_id] = caf::actor_cast<completion_client_actor>(self->current_sender());
+      on_event(self, request, ts);
     },
     [=](cancel_request& cancel) {
       auto& st = self->state;
+      auto ts = st.io.received(self->current_sender(), cancel);
       st.requesters.erase(cancel.request_id);
-      st.core->cancel(cancel.request_id);
-      pump(self);
+      on_event(self, cancel, ts);
     },
     [=](evict_request& request) {
       auto& st = self->state;
+      auto ts = st.io.received(self->current_sender(), request);
       st.evict_requesters[request.request_id] = caf::actor_cast<completion_client_actor>(self->current_sender());
-      st.core->request_evict(request);
-      pump(self);
+      on_event(self, request, ts);
     },
   };
 }
@@ -182,8 +129,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, scheduler_options option
 } // namespace
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_options& options, scheduler_handles handles,
-                                scheduler_observer observer) {
-  return sys.spawn(scheduler, options, std::move(handles), std::move(observer));
+                                scheduler_observer observer, trace_tap tap) {
+  return sys.spawn(scheduler, options, std::move(handles), std::move(observer), std::move(tap));
 }
 
 } // namespace ordo

@@ -1,4 +1,5 @@
-// scheduler actor: drives the engine loop over the scheduling core (runtime/scheduling.hpp).
+// scheduler actor: a shell over its core (runtime/scheduler_core.hpp). Every message it receives
+// goes through its door into scheduler_core::apply; what comes back is sent as it is.
 //   idle ──work──► pool_step sent ──pool_step_done──► step_plan sent ──step_done──► idle
 //                        └──(nothing to run)──► idle
 // NOTE(one-in-flight): at most one pool_step and one step_plan are outstanding, so every pool
@@ -11,6 +12,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/door.hpp"
 #include "actors/interfaces.hpp"
 #include "runtime/scheduling.hpp"
 
@@ -26,6 +28,6 @@ struct scheduler_handles {
 using scheduler_observer = std::function<void(const scheduler_stats&, const completion_result*)>;
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_options& options, scheduler_handles handles,
-                                scheduler_observer observer = {});
+                                scheduler_observer observer = {}, trace_tap tap = {});
 
 } // namespace ordo

@@ -12,10 +12,11 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/door.hpp"
 #include "actors/interfaces.hpp"
 
 namespace ordo {
 
-store_actor spawn_store(caf::actor_system& sys, uint8_t* arena, size_t capacity_bytes);
+store_actor spawn_store(caf::actor_system& sys, uint8_t* arena, size_t capacity_bytes, trace_tap tap = {});
 
 } // namespace ordo

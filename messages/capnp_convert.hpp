@@ -1,7 +1,12 @@
 // Converters between the message structs of messages/*.hpp and their Cap'n Proto mirror in
 // messages/ordo.capnp, plus whole-message encode/decode (one flat-array message per value).
-// Adding a field: append it to ordo.capnp, then to the struct's to_capnp/from_capnp pair in
-// capnp_convert.cpp; tests/test_capnp_convert.cpp fills every inspected field and fails otherwise.
+// One generic converter (capnp_convert.cpp) walks a struct's ORDO_FIELDS declaration
+// (messages/fields.hpp) and matches each field to the capnp field of the same name (camelCase
+// of the C++ name, or the wire name the declaration gives), by name, never by ordinal.
+// Adding a field, in one place: the struct member and its entry in the struct's ORDO_FIELDS line,
+// plus the field appended to the struct in ordo.capnp. No converter code changes; a C++ field
+// with no capnp field of its name throws std::logic_error (naming both) at first use, and
+// tests/test_capnp_convert.cpp round-trips every field and compares field counts.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +14,7 @@
 
 #include "messages/common.hpp"
 #include "messages/connector.hpp"
+#include "messages/fields.hpp"
 #include "messages/ordo.capnp.h"
 #include "messages/pool.hpp"
 #include "messages/request.hpp"
@@ -30,53 +36,51 @@ struct wire_type;
   void to_capnp(const cpp_type& x, wire::capnp_type::Builder b);                                 \
   cpp_type from_capnp(wire::capnp_type::Reader r);
 
-// common.hpp
-ORDO_WIRE_TYPE(command_header, CommandHeader)
-// request.hpp
-ORDO_WIRE_TYPE(completion_request, CompletionRequest)
-ORDO_WIRE_TYPE(completion_chunk, CompletionChunk)
-ORDO_WIRE_TYPE(completion_result, CompletionResult)
-ORDO_WIRE_TYPE(completion_failed, CompletionFailed)
-ORDO_WIRE_TYPE(cancel_request, CancelRequest)
-ORDO_WIRE_TYPE(evict_request, EvictRequest)
-ORDO_WIRE_TYPE(evict_result, EvictResult)
-ORDO_WIRE_TYPE(media_span, MediaSpan)
-ORDO_WIRE_TYPE(stop_sequence, StopSequence)
-// step.hpp
-ORDO_WIRE_TYPE(scheduled_request, ScheduledRequest)
-ORDO_WIRE_TYPE(step_plan, StepPlan)
-ORDO_WIRE_TYPE(sampled_token, SampledToken)
-ORDO_WIRE_TYPE(step_done, StepDone)
-ORDO_WIRE_TYPE(state_image_copy, StateImageCopy)
-ORDO_WIRE_TYPE(unit_transfer, UnitTransfer)
-// pool.hpp
-ORDO_WIRE_TYPE(block_commit, BlockCommit)
-ORDO_WIRE_TYPE(block_grow, BlockGrow)
-ORDO_WIRE_TYPE(pool_step, PoolStep)
-ORDO_WIRE_TYPE(grow_result, GrowResult)
-ORDO_WIRE_TYPE(pool_step_done, PoolStepDone)
-ORDO_WIRE_TYPE(checkpoint_position, CheckpointPosition)
-ORDO_WIRE_TYPE(reserved_image, ReservedImage)
-ORDO_WIRE_TYPE(image_unpin, ImageUnpin)
-// connector.hpp
-ORDO_WIRE_TYPE(connector_lookup, ConnectorLookup)
-ORDO_WIRE_TYPE(connector_lookup_done, ConnectorLookupDone)
-ORDO_WIRE_TYPE(kv_object, KvObject)
-ORDO_WIRE_TYPE(transfer_order, TransferOrder)
-ORDO_WIRE_TYPE(transfer_result, TransferResult)
-ORDO_WIRE_TYPE(connector_step, ConnectorStep)
-ORDO_WIRE_TYPE(transfer_grant, TransferGrant)
-ORDO_WIRE_TYPE(connector_step_done, ConnectorStepDone)
-// store.hpp
-ORDO_WIRE_TYPE(object_key, ObjectKey)
-ORDO_WIRE_TYPE(store_contains, StoreContains)
-ORDO_WIRE_TYPE(store_contains_done, StoreContainsDone)
-ORDO_WIRE_TYPE(store_stats, StoreStats)
-ORDO_WIRE_TYPE(object_ref, ObjectRef)
-ORDO_WIRE_TYPE(store_grant, StoreGrant)
-ORDO_WIRE_TYPE(store_step, StoreStep)
-ORDO_WIRE_TYPE(store_step_done, StoreStepDone)
-ORDO_WIRE_TYPE(store_corrupt, StoreCorrupt)
+// Every message struct with a Cap'n Proto mirror, as X(cpp_type, capnp_type).
+#define ORDO_FOR_EACH_WIRE_TYPE(X)                                                               \
+  X(command_header, CommandHeader)                                                               \
+  X(completion_request, CompletionRequest)                                                       \
+  X(completion_chunk, CompletionChunk)                                                           \
+  X(completion_result, CompletionResult)                                                         \
+  X(completion_failed, CompletionFailed)                                                         \
+  X(cancel_request, CancelRequest)                                                               \
+  X(evict_request, EvictRequest)                                                                 \
+  X(evict_result, EvictResult)                                                                   \
+  X(media_span, MediaSpan)                                                                       \
+  X(stop_sequence, StopSequence)                                                                 \
+  X(scheduled_request, ScheduledRequest)                                                         \
+  X(step_plan, StepPlan)                                                                         \
+  X(sampled_token, SampledToken)                                                                 \
+  X(step_done, StepDone)                                                                         \
+  X(state_image_copy, StateImageCopy)                                                            \
+  X(unit_transfer, UnitTransfer)                                                                 \
+  X(block_commit, BlockCommit)                                                                   \
+  X(block_grow, BlockGrow)                                                                       \
+  X(pool_step, PoolStep)                                                                         \
+  X(grow_result, GrowResult)                                                                     \
+  X(pool_step_done, PoolStepDone)                                                                \
+  X(checkpoint_position, CheckpointPosition)                                                     \
+  X(reserved_image, ReservedImage)                                                               \
+  X(image_unpin, ImageUnpin)                                                                     \
+  X(connector_lookup, ConnectorLookup)                                                           \
+  X(connector_lookup_done, ConnectorLookupDone)                                                  \
+  X(kv_object, KvObject)                                                                         \
+  X(transfer_order, TransferOrder)                                                               \
+  X(transfer_result, TransferResult)                                                             \
+  X(connector_step, ConnectorStep)                                                               \
+  X(transfer_grant, TransferGrant)                                                               \
+  X(connector_step_done, ConnectorStepDone)                                                      \
+  X(object_key, ObjectKey)                                                                       \
+  X(store_contains, StoreContains)                                                               \
+  X(store_contains_done, StoreContainsDone)                                                      \
+  X(store_stats, StoreStats)                                                                     \
+  X(object_ref, ObjectRef)                                                                       \
+  X(store_grant, StoreGrant)                                                                     \
+  X(store_step, StoreStep)                                                                       \
+  X(store_step_done, StoreStepDone)                                                              \
+  X(store_corrupt, StoreCorrupt)
+
+ORDO_FOR_EACH_WIRE_TYPE(ORDO_WIRE_TYPE)
 
 #undef ORDO_WIRE_TYPE
 

@@ -1,7 +1,13 @@
 // Fields shared by every command between actors.
+// Each struct's fields are declared once, by name, in its ORDO_FIELDS line (messages/fields.hpp),
+// which generates CAF's inspect and the named visitor the Cap'n Proto converter uses. Adding a
+// field: the member, its entry in the ORDO_FIELDS line, and the field appended to the struct in
+// messages/ordo.capnp (camelCase of the C++ name).
 #pragma once
 
 #include <cstdint>
+
+#include "messages/fields.hpp"
 
 namespace ordo {
 
@@ -13,10 +19,7 @@ struct command_header {
   uint64_t seq = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, command_header& x) {
-  return f(x.epoch, x.seq);
-}
+ORDO_FIELDS(command_header, epoch, seq)
 
 inline bool operator==(const command_header& a, const command_header& b) {
   return a.epoch == b.epoch && a.seq == b.seq;

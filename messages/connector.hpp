@@ -1,5 +1,9 @@
 // The connector protocol: how many prefix tokens the offload tiers hold for a request, and the
 // loads and saves of each engine step (DESIGN §2.1 steps 2 and 6).
+// Each struct's fields are declared once, by name, in its ORDO_FIELDS line (messages/fields.hpp),
+// which generates CAF's inspect and the named visitor the Cap'n Proto converter uses. Adding a
+// field: the member, its entry in the ORDO_FIELDS line, and the field appended to the struct in
+// messages/ordo.capnp (camelCase of the C++ name).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +12,7 @@
 
 #include "messages/common.hpp"
 #include "messages/store.hpp"
+#include "messages/fields.hpp"
 
 namespace ordo {
 
@@ -18,10 +23,7 @@ struct connector_lookup {
   int32_t num_prompt_tokens = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, connector_lookup& x) {
-  return f(x.request_id, x.hashes, x.num_prompt_tokens);
-}
+ORDO_FIELDS(connector_lookup, request_id, hashes, num_prompt_tokens)
 
 // A KV chunk object the host tier holds for a prompt: blocks [first_block, first_block +
 // num_blocks), filed under `hash` (the prefix hash of its last block).
@@ -31,10 +33,7 @@ struct kv_object {
   uint64_t hash = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kv_object& x) {
-  return f(x.first_block, x.num_blocks, x.hash);
-}
+ORDO_FIELDS(kv_object, first_block, num_blocks, hash)
 
 // connector → scheduler: prefix tokens each tier holds (0 for the `none` connector).
 // `cpu_tokens` is the contiguous KV coverage from token 0 (whole chunks, then at most one
@@ -48,10 +47,8 @@ struct connector_lookup_done {
   std::vector<int32_t> cpu_state_positions;   // boundaries with a committed state image, ascending
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, connector_lookup_done& x) {
-  return f(x.request_id, x.cpu_tokens, x.store_tokens, x.connector, x.cpu_chunks, x.cpu_state_positions);
-}
+ORDO_FIELDS(connector_lookup_done, request_id, cpu_tokens, store_tokens, connector, cpu_chunks,
+            cpu_state_positions)
 
 // One load (host → page units) or save (page units → host) a request wants.
 struct transfer_order {
@@ -59,10 +56,7 @@ struct transfer_order {
   object_ref object;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, transfer_order& x) {
-  return f(x.request_id, x.object);
-}
+ORDO_FIELDS(transfer_order, request_id, object)
 
 // A transfer of an earlier step that has completed on the device (its step_done arrived), or
 // that was granted but not issued: saves are committed (ok) or aborted, loads unpinned.
@@ -73,10 +67,7 @@ struct transfer_result {
   bool ok = false;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, transfer_result& x) {
-  return f(x.request_id, x.key, x.is_save, x.ok);
-}
+ORDO_FIELDS(transfer_result, request_id, key, is_save, ok)
 
 // scheduler → connector, in a loop turn that has transfers to prepare or finish, after the
 // pool step and before the step plan (seq contiguous).
@@ -88,10 +79,7 @@ struct connector_step {
   bool evict_all = false; // POST /admin/evict {"tier":"cpu"}: drop every unpinned object first
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, connector_step& x) {
-  return f(x.header, x.finished, x.loads, x.saves, x.evict_all);
-}
+ORDO_FIELDS(connector_step, header, finished, loads, saves, evict_all)
 
 // The connector's answer to one order: granted (store memory pinned or reserved at
 // data_offset) or refused with the reason.
@@ -104,10 +92,7 @@ struct transfer_grant {
   uint64_t data_bytes = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, transfer_grant& x) {
-  return f(x.request_id, x.key, x.ok, x.status, x.data_offset, x.data_bytes);
-}
+ORDO_FIELDS(transfer_grant, request_id, key, ok, status, data_offset, data_bytes)
 
 // connector → scheduler: one grant per order, in order.
 struct connector_step_done {
@@ -118,9 +103,6 @@ struct connector_step_done {
   int32_t num_evicted = 0; // objects dropped by evict_all
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, connector_step_done& x) {
-  return f(x.header, x.loads, x.saves, x.stats, x.num_evicted);
-}
+ORDO_FIELDS(connector_step_done, header, loads, saves, stats, num_evicted)
 
 } // namespace ordo

@@ -1,11 +1,16 @@
 // The block pool protocol: one pool_step per engine step, sent by the scheduler before the
 // step_plan it prepares, answered by pool_step_done with every touched request's block table.
+// Each struct's fields are declared once, by name, in its ORDO_FIELDS line (messages/fields.hpp),
+// which generates CAF's inspect and the named visitor the Cap'n Proto converter uses. Adding a
+// field: the member, its entry in the ORDO_FIELDS line, and the field appended to the struct in
+// messages/ordo.capnp (camelCase of the C++ name).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "messages/common.hpp"
+#include "messages/fields.hpp"
 
 namespace ordo {
 
@@ -16,10 +21,7 @@ struct block_commit {
   uint64_t hash = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, block_commit& x) {
-  return f(x.request_id, x.block_index, x.hash);
-}
+ORDO_FIELDS(block_commit, request_id, block_index, hash)
 
 // A prompt position where a state checkpoint may be kept, filed under the hash of the block
 // that ends there.
@@ -28,10 +30,7 @@ struct checkpoint_position {
   uint64_t hash = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, checkpoint_position& x) {
-  return f(x.position, x.hash);
-}
+ORDO_FIELDS(checkpoint_position, position, hash)
 
 // Page units reserved for the image at `position` (COPYING until the scheduler reports ready).
 struct reserved_image {
@@ -40,10 +39,7 @@ struct reserved_image {
   std::vector<int32_t> units;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, reserved_image& x) {
-  return f(x.position, x.hash, x.units);
-}
+ORDO_FIELDS(reserved_image, position, hash, units)
 
 // Make `request_id` hold `total_blocks` blocks. For a request not yet known to the pool,
 // `hashes` are its prompt's full-block hashes: the longest indexed chain, at most
@@ -66,11 +62,8 @@ struct block_grow {
   int32_t load_image_position = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, block_grow& x) {
-  return f(x.request_id, x.hashes, x.max_hit_blocks, x.total_blocks, x.needs_state, x.checkpoints,
-           x.units_per_image, x.load_image_position);
-}
+ORDO_FIELDS(block_grow, request_id, hashes, max_hit_blocks, total_blocks, needs_state, checkpoints,
+            units_per_image, load_image_position)
 
 // A request's pin on the image filed under `hash` (taken by a restore) is dropped.
 struct image_unpin {
@@ -78,10 +71,7 @@ struct image_unpin {
   uint64_t hash = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, image_unpin& x) {
-  return f(x.request_id, x.hash);
-}
+ORDO_FIELDS(image_unpin, request_id, hash)
 
 // scheduler → block_pool. Applied in this order: images_ready, unpins, image_aborts, commits,
 // releases, evict, grows (in order).
@@ -98,10 +88,8 @@ struct pool_step {
   std::vector<image_unpin> image_aborts;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pool_step& x) {
-  return f(x.header, x.releases, x.commits, x.evict_hbm, x.grows, x.images_ready, x.unpins, x.image_aborts);
-}
+ORDO_FIELDS(pool_step, header, releases, commits, evict_hbm, grows, images_ready, unpins,
+            image_aborts)
 
 struct grow_result {
   uint64_t request_id = 0;
@@ -115,11 +103,8 @@ struct grow_result {
   std::vector<int32_t> load_units;      // private units for a host-tier image load (see block_grow)
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, grow_result& x) {
-  return f(x.request_id, x.ok, x.num_hit_blocks, x.block_table, x.kv_hit_blocks, x.restore_hash,
-           x.restore_units, x.reserved, x.load_units);
-}
+ORDO_FIELDS(grow_result, request_id, ok, num_hit_blocks, block_table, kv_hit_blocks, restore_hash,
+            restore_units, reserved, load_units)
 
 // block_pool → scheduler: the pool_step with the same header has been applied.
 struct pool_step_done {
@@ -134,10 +119,7 @@ struct pool_step_done {
   int32_t num_available = 0;        // blocks a grow could get: free, evictable cached, idle image units
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pool_step_done& x) {
-  return f(x.header, x.results, x.num_evicted, x.num_free, x.num_cached, x.clears, x.num_images_evicted,
-           x.num_images, x.num_available);
-}
+ORDO_FIELDS(pool_step_done, header, results, num_evicted, num_free, num_cached, clears,
+            num_images_evicted, num_images, num_available)
 
 } // namespace ordo

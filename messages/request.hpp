@@ -1,10 +1,16 @@
 // Messages between the frontend and the scheduler: completion requests, streamed tokens,
 // results, failures, and admin evictions.
+// Each struct's fields are declared once, by name, in its ORDO_FIELDS line (messages/fields.hpp),
+// which generates CAF's inspect and the named visitor the Cap'n Proto converter uses. Adding a
+// field: the member, its entry in the ORDO_FIELDS line, and the field appended to the struct in
+// messages/ordo.capnp (camelCase of the C++ name).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "messages/fields.hpp"
 
 namespace ordo {
 
@@ -16,10 +22,7 @@ struct media_span {
   uint64_t hash = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, media_span& x) {
-  return f(x.offset, x.length, x.hash);
-}
+ORDO_FIELDS(media_span, offset, length, hash)
 
 // Part of completion_request: generation stops once the sampled tokens end with `token_ids`
 // (OpenAI's `stop`); the stop tokens are left out of the output.
@@ -27,10 +30,7 @@ struct stop_sequence {
   std::vector<int32_t> token_ids;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stop_sequence& x) {
-  return f(x.token_ids);
-}
+ORDO_FIELDS(stop_sequence, token_ids)
 
 // frontend → scheduler: one validated completion request (prompt already tokenized).
 struct completion_request {
@@ -45,11 +45,8 @@ struct completion_request {
   std::vector<stop_sequence> stop;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, completion_request& x) {
-  return f(x.request_id, x.prompt, x.max_tokens, x.temperature, x.seed, x.stream, x.cache_salt,
-           x.media, x.stop);
-}
+ORDO_FIELDS(completion_request, request_id, prompt, max_tokens, temperature, seed, stream,
+            cache_salt, media, stop)
 
 // scheduler → frontend: one sampled token of a streaming request, in order.
 struct completion_chunk {
@@ -58,10 +55,7 @@ struct completion_chunk {
   int32_t token_id = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, completion_chunk& x) {
-  return f(x.request_id, x.index, x.token_id);
-}
+ORDO_FIELDS(completion_chunk, request_id, index, token_id)
 
 // What limited a request's resume point: the class of its `reason` sentence, and the label of
 // ordo_resume_reasons_total (few and stable values, unlike the sentence).
@@ -111,12 +105,9 @@ struct completion_result {
   resume_reason reason_kind = resume_reason::cold; // the class of `reason`
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, completion_result& x) {
-  return f(x.request_id, x.token_ids, x.finish_reason, x.prompt_tokens, x.cached_tokens,
-           x.resume_at, x.from_hbm, x.from_cpu, x.from_store, x.reason, x.logits_digest,
-           x.num_preemptions, x.duration_ms, x.first_token_ms, x.inter_token_ms, x.reason_kind);
-}
+ORDO_FIELDS(completion_result, request_id, token_ids, finish_reason, prompt_tokens, cached_tokens,
+            resume_at, from_hbm, from_cpu, from_store, reason, logits_digest, num_preemptions,
+            duration_ms, first_token_ms, inter_token_ms, reason_kind)
 
 // scheduler → frontend: the request could not be served.
 struct completion_failed {
@@ -125,10 +116,7 @@ struct completion_failed {
   std::string type; // OpenAI-style error type, e.g. "invalid_request_error"
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, completion_failed& x) {
-  return f(x.request_id, x.message, x.type);
-}
+ORDO_FIELDS(completion_failed, request_id, message, type)
 
 // frontend → scheduler: the client of `request_id` went away; the request leaves the batch at
 // the next step and its blocks go back through the normal release.
@@ -136,10 +124,7 @@ struct cancel_request {
   uint64_t request_id = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, cancel_request& x) {
-  return f(x.request_id);
-}
+ORDO_FIELDS(cancel_request, request_id)
 
 // frontend → scheduler: drop every unreferenced cached block / checkpoint of `tier`
 // ("cpu": every unpinned object of the host tier).
@@ -148,10 +133,7 @@ struct evict_request {
   std::string tier;        // "hbm" | "cpu"
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, evict_request& x) {
-  return f(x.request_id, x.tier);
-}
+ORDO_FIELDS(evict_request, request_id, tier)
 
 // scheduler → frontend: the eviction of evict_request has been applied.
 struct evict_result {
@@ -160,9 +142,6 @@ struct evict_result {
   int32_t num_blocks = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, evict_result& x) {
-  return f(x.request_id, x.tier, x.num_blocks);
-}
+ORDO_FIELDS(evict_result, request_id, tier, num_blocks)
 
 } // namespace ordo

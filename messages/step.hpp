@@ -1,12 +1,17 @@
 // The step protocol between the scheduler and the model runner (docs/architecture.md §3).
 // A step_plan carries clears, loads, restores, the forward, checkpoint copies and saves, in the
 // order they run; the runner enforces that order with events.
+// Each struct's fields are declared once, by name, in its ORDO_FIELDS line (messages/fields.hpp),
+// which generates CAF's inspect and the named visitor the Cap'n Proto converter uses. Adding a
+// field: the member, its entry in the ORDO_FIELDS line, and the field appended to the struct in
+// messages/ordo.capnp (camelCase of the C++ name).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "messages/common.hpp"
+#include "messages/fields.hpp"
 
 namespace ordo {
 
@@ -23,11 +28,8 @@ struct scheduled_request {
   uint64_t seed = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, scheduled_request& x) {
-  return f(x.request_id, x.state_slot, x.reset_state, x.first_position, x.token_ids,
-           x.block_table, x.sample, x.temperature, x.seed);
-}
+ORDO_FIELDS(scheduled_request, request_id, state_slot, reset_state, first_position, token_ids,
+            block_table, sample, temperature, seed)
 
 // A state image moved between a request's state slot and page units: a restore reads the
 // units into the slot, a checkpoint copy writes the slot into the units.
@@ -38,10 +40,7 @@ struct state_image_copy {
   std::vector<int32_t> units; // page units holding the image, in image order
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, state_image_copy& x) {
-  return f(x.request_id, x.state_slot, x.position, x.units);
-}
+ORDO_FIELDS(state_image_copy, request_id, state_slot, position, units)
 
 // One object moved between the host tier's memory and page units (DESIGN §2.1 loads / saves).
 // kind kv_chunk: `units` are the request's blocks of the object, in order (segment-major object,
@@ -55,10 +54,7 @@ struct unit_transfer {
   std::vector<int32_t> units;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, unit_transfer& x) {
-  return f(x.request_id, x.kind, x.data_offset, x.data_bytes, x.units);
-}
+ORDO_FIELDS(unit_transfer, request_id, kind, data_offset, data_bytes, units)
 
 // scheduler → model_runner: one engine step. Sent only after the previous step's step_done.
 // The runner orders it as DESIGN §2.1: clears, loads, restores, forward, checkpoint copies,
@@ -73,10 +69,7 @@ struct step_plan {
   std::vector<unit_transfer> saves;               // units → host, after the forward and copies
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
-  return f(x.header, x.requests, x.clears, x.restores, x.checkpoint_copies, x.loads, x.saves);
-}
+ORDO_FIELDS(step_plan, header, requests, clears, restores, checkpoint_copies, loads, saves)
 
 // One sampled token and the digest of the logits it was sampled from.
 struct sampled_token {
@@ -86,10 +79,7 @@ struct sampled_token {
   uint64_t logits_digest = 0;  // xxh64 of the fp32 logits row
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, sampled_token& x) {
-  return f(x.request_id, x.position, x.token_id, x.logits_digest);
-}
+ORDO_FIELDS(sampled_token, request_id, position, token_id, logits_digest)
 
 // model_runner → scheduler: the step with the same header has completed on the device.
 struct step_done {
@@ -98,9 +88,6 @@ struct step_done {
   double device_ms = 0.0; // from enqueue to the completion callback
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, step_done& x) {
-  return f(x.header, x.samples, x.device_ms);
-}
+ORDO_FIELDS(step_done, header, samples, device_ms)
 
 } // namespace ordo

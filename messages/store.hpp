@@ -1,4 +1,8 @@
 // The store protocol: objects keyed by (namespace, hash, kind).
+// Each struct's fields are declared once, by name, in its ORDO_FIELDS line (messages/fields.hpp),
+// which generates CAF's inspect and the named visitor the Cap'n Proto converter uses. Adding a
+// field: the member, its entry in the ORDO_FIELDS line, and the field appended to the struct in
+// messages/ordo.capnp (camelCase of the C++ name).
 #pragma once
 
 #include <cstdint>
@@ -6,6 +10,7 @@
 #include <vector>
 
 #include "messages/common.hpp"
+#include "messages/fields.hpp"
 
 namespace ordo {
 
@@ -18,10 +23,7 @@ struct object_key {
   uint8_t kind = 0; // object_kind
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, object_key& x) {
-  return f(x.namespace_id, x.hash, x.kind);
-}
+ORDO_FIELDS(object_key, namespace_id, hash, kind)
 
 // connector → store: which of `keys` are committed? Answered by store_contains_done with the
 // length of the leading run of committed keys.
@@ -29,20 +31,14 @@ struct store_contains {
   std::vector<object_key> keys;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_contains& x) {
-  return f(x.keys);
-}
+ORDO_FIELDS(store_contains, keys)
 
 struct store_contains_done {
   int32_t num_leading_committed = 0;
   std::vector<uint8_t> present; // per key: 1 if committed (not verified: pin verifies)
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_contains_done& x) {
-  return f(x.num_leading_committed, x.present);
-}
+ORDO_FIELDS(store_contains_done, num_leading_committed, present)
 
 // Occupancy of the store, for metrics.
 // The store's own counters (runtime/host_store keeps exactly this struct).
@@ -61,12 +57,9 @@ struct store_stats {
   int64_t aborts_total = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_stats& x) {
-  return f(x.num_objects, x.bytes_used, x.bytes_capacity, x.commits_total, x.evictions_total, x.pins_total,
-           x.misses_total, x.checksum_failures_total, x.header_failures_total, x.rejected_total, x.reserves_total,
-           x.aborts_total);
-}
+ORDO_FIELDS(store_stats, num_objects, bytes_used, bytes_capacity, commits_total, evictions_total,
+            pins_total, misses_total, checksum_failures_total, header_failures_total,
+            rejected_total, reserves_total, aborts_total)
 
 // One stored object as the connector and the store describe it (DESIGN §4). A KV chunk object
 // holds the full blocks [first_token, first_token + tokens) in segment-major, then block-major
@@ -80,10 +73,7 @@ struct object_ref {
   uint64_t data_bytes = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, object_ref& x) {
-  return f(x.key, x.first_token, x.tokens, x.num_blocks, x.data_bytes);
-}
+ORDO_FIELDS(object_ref, key, first_token, tokens, num_blocks, data_bytes)
 
 // The store's answer to one pin or reserve: where the object's data lies in the store's arena.
 struct store_grant {
@@ -94,10 +84,7 @@ struct store_grant {
   uint64_t data_bytes = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_grant& x) {
-  return f(x.key, x.ok, x.status, x.data_offset, x.data_bytes);
-}
+ORDO_FIELDS(store_grant, key, ok, status, data_offset, data_bytes)
 
 // connector → store, once per connector step. Applied in this order: commits (saves whose device
 // copy completed), aborts, unpins (loads completed), evict_all (every unpinned committed object),
@@ -113,10 +100,7 @@ struct store_step {
   bool evict_all = false;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_step& x) {
-  return f(x.header, x.commits, x.aborts, x.unpins, x.pins, x.reserves, x.evict_all);
-}
+ORDO_FIELDS(store_step, header, commits, aborts, unpins, pins, reserves, evict_all)
 
 struct store_step_done {
   command_header header;
@@ -126,10 +110,7 @@ struct store_step_done {
   int32_t num_evicted = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_step_done& x) {
-  return f(x.header, x.pins, x.reserves, x.stats, x.num_evicted);
-}
+ORDO_FIELDS(store_step_done, header, pins, reserves, stats, num_evicted)
 
 // Test hook (node::test_corrupt_store): flips one data byte of every committed object of `kind`.
 // Answered with the number of objects changed.
@@ -137,9 +118,6 @@ struct store_corrupt {
   uint8_t kind = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, store_corrupt& x) {
-  return f(x.kind);
-}
+ORDO_FIELDS(store_corrupt, kind)
 
 } // namespace ordo

@@ -30,6 +30,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
        {"host", "port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
         "max_body_bytes", "api_key", "admin_key"}},
       {"log", {"level"}},
+      {"trace", {"path", "node"}},
+      {"faults", {"drop_edge"}},
   };
   return s;
 }
@@ -39,7 +41,8 @@ bool is_string_key(const std::string& dotted) {
   static const std::vector<std::string> keys = {
       "model.preset",          "model.size",          "model.kv_dtype",     "device.kind",
       "device.matmul",         "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config", "server.host",
-      "server.api_key",        "server.admin_key",    "log.level"};
+      "server.api_key",        "server.admin_key",    "log.level",          "trace.path", "trace.node",
+      "faults.drop_edge"};
   return std::find(keys.begin(), keys.end(), dotted) != keys.end();
 }
 
@@ -101,6 +104,12 @@ const std::vector<std::pair<matmul_mode, std::string>> matmul_names = {{matmul_m
 const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
 const std::vector<std::pair<connector_kind, std::string>> connector_names = {{connector_kind::none, "none"},
                                                                             {connector_kind::offload, "offload"}};
+const std::vector<std::pair<fault_edge, std::string>> fault_edge_names = {
+    {fault_edge::none, ""},
+    {fault_edge::clear_load, "clear_load"},
+    {fault_edge::load_forward, "load_forward"},
+    {fault_edge::forward_save, "forward_save"},
+    {fault_edge::upload_compute, "upload_compute"}};
 const std::vector<std::pair<kv_role, std::string>> kv_role_names = {{kv_role::kv_both, "kv_both"},
                                                                     {kv_role::kv_producer, "kv_producer"},
                                                                     {kv_role::kv_consumer, "kv_consumer"}};
@@ -109,7 +118,7 @@ template <class E>
 std::vector<std::string> names_of(const std::vector<std::pair<E, std::string>>& table) {
   std::vector<std::string> out;
   for (auto& [e, name] : table)
-    out.push_back(name);
+    out.push_back(name.empty() ? "\"\" (none)" : name);
   return out;
 }
 
@@ -387,6 +396,9 @@ node_config from_table(const toml::table& root) {
   r.string("server", "admin_key", cfg.admin_key, rule_secret);
 
   r.string("log", "level", cfg.log_level, "one of " + join(log_levels));
+  r.string("trace", "path", cfg.trace_path, "a file path (\"\" = no recording)");
+  r.string("trace", "node", cfg.trace_node, "a name for this node in a timeline");
+  r.choice("faults", "drop_edge", cfg.drop_edge, fault_edge_names);
   return cfg;
 }
 
@@ -486,6 +498,11 @@ void validate(const node_config& cfg) {
   check_secret("server.admin_key", cfg.admin_key);
 
   check_choice("log.level", cfg.log_level, log_levels);
+  bool node_ok = !cfg.trace_node.empty() && cfg.trace_node.size() <= 64;
+  for (char c : cfg.trace_node)
+    node_ok = node_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+  if (!node_ok)
+    fail("trace.node = " + in_quotes(cfg.trace_node) + ": must be 1 to 64 letters, digits, '_', '-' or '.'");
 }
 
 std::string describe(const node_config& cfg) {
@@ -508,6 +525,10 @@ std::string describe(const node_config& cfg) {
      << " server.api_key=" << (cfg.api_key.empty() ? "unset" : "set")
      << " server.admin_key=" << (cfg.admin_key.empty() ? "unset" : "set")
      << " log.level=" << cfg.log_level;
+  if (!cfg.trace_path.empty())
+    os << " trace.path=" << cfg.trace_path;
+  if (cfg.drop_edge != fault_edge::none)
+    os << " faults.drop_edge=" << to_string(cfg.drop_edge);
   return os.str();
 }
 
@@ -517,6 +538,33 @@ std::unique_ptr<device> make_configured_device(const node_config& cfg) {
   cpu_device_options opts;
   opts.chaos_seed = cfg.chaos_seed;
   return make_cpu_device(opts);
+}
+
+std::string render_config_toml(const node_config& cfg) {
+  node_config shown = cfg;
+  shown.trace_path.clear();
+  std::istringstream in(describe(shown));
+  std::string item, section, out;
+  while (in >> item) {
+    auto dot = item.find('.'), eq = item.find('=');
+    std::string sec = item.substr(0, dot), key = item.substr(dot + 1, eq - dot - 1), value = item.substr(eq + 1);
+    if (sec + "." + key == "server.api_key" || sec + "." + key == "server.admin_key")
+      continue;
+    if (sec != section) {
+      out += (out.empty() ? "[" : "\n[") + sec + "]\n";
+      section = sec;
+    }
+    if (is_string_key(sec + "." + key)) {
+      std::string quoted = "\"";
+      for (char c : value)
+        quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+      value = quoted + "\"";
+    }
+    out += key + " = " + value + "\n";
+  }
+  if (cfg.trace_node != "node")
+    out += "\n[trace]\nnode = \"" + cfg.trace_node + "\"\n";
+  return out;
 }
 
 model_options to_model_options(const node_config& cfg) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/model.hpp"
+#include "runtime/trace.hpp"
 
 namespace ordo {
 
@@ -61,7 +62,16 @@ struct node_config {
   std::string admin_key; // what /admin/* callers must send
   // [log]
   std::string log_level = "info";
+  // [trace] (docs/traces.md)
+  std::string trace_path; // "" = no recording; else the run is recorded to this file
+  std::string trace_node = "node"; // this node's name in a timeline of several nodes
+  // [faults]
+  fault_edge drop_edge = fault_edge::none; // testing trace check only: leaves one step edge out
 };
+
+// The config as a TOML document that parse_config reads back to the same config, without the
+// secrets (server.api_key / admin_key) and without trace.path (a trace's header carries it).
+std::string render_config_toml(const node_config& cfg);
 
 // One message naming the key, the bad value and what is allowed.
 struct config_error : std::runtime_error {

@@ -1,6 +1,6 @@
 // The one device interface (DESIGN §2.2): memory, streams, events, host callbacks.
 // Implementations: runtime/cpu_device (always built) and the HIP device (kernels/hip).
-// Kernels are not launched through this interface directly: a kernel_table (runtime/kernel_table.hpp)
+// Kernels are not launched through this interface directly: a kernel_table (kernels/kernel_table.hpp)
 // turns each model op into work on a stream of a device.
 #pragma once
 

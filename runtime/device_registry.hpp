@@ -1,6 +1,8 @@
 // Where a GPU build registers its device and kernel table (DESIGN §2.2), so runtime/ stays free of
 // vendor code: the GPU library (kernels/hip/hip_device.hip) fills the registry at static-init
-// time; a CPU-only build has none and make_gpu_device throws.
+// time; a CPU-only build has none and make_gpu_device throws. The one seam between runtime/ and
+// kernels/: the kernel table (kernels/kernel_table.hpp) is only named here, and make_kernel_table
+// (kernels/kernel_table.cpp) asks find_gpu_backend for a non-host device's table.
 #pragma once
 
 #include <functional>
@@ -8,9 +10,11 @@
 #include <string>
 
 #include "runtime/device.hpp"
-#include "runtime/kernel_table.hpp"
 
 namespace ordo {
+
+class kernel_table;    // kernels/kernel_table.hpp
+struct kernel_options; // kernels/kernel_table.hpp
 
 struct gpu_backend {
   std::string name; // "hip-nvidia", "hip-amd"

@@ -1,6 +1,6 @@
 // The KV chunk object's byte order (DESIGN §4): segment-major, then block-major raw bytes. For
 // each page field (segment) of the arena, in arena order (layer-major, then k, v, k_scale,
-// v_scale, index_raw, index_compressed as runtime/kv_layout.hpp publishes them), its blocks in
+// v_scale, index_raw, index_compressed as kernels/kv_layout.hpp publishes them), its blocks in
 // object order, each block the field's whole block_bytes(). So with N blocks in the object,
 // (field f, object block i) starts at N·sum(block_bytes of fields before f) + i·block_bytes(f).
 // Nothing else is in the object: no header, no padding; scale planes are fields like any other.
@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kernel_args.hpp"
+#include "kernels/kv_layout.hpp"
 #include "runtime/device.hpp"
-#include "runtime/kernel_args.hpp"
-#include "runtime/kv_layout.hpp"
 
 namespace ordo {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/kv_layout.hpp"
+#include "kernels/kv_layout.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_presets.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "kernels/cpu/hash.hpp"
-#include "runtime/kernel_table.hpp"
+#include "kernels/kernel_table.hpp"
 #include "runtime/model_presets.hpp"
 
 namespace ordo {

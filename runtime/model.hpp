@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/batch.hpp"
+#include "kernels/batch.hpp"
+#include "kernels/kernel_args.hpp"
+#include "kernels/kv_layout.hpp"
 #include "runtime/device.hpp"
-#include "runtime/kernel_args.hpp"
-#include "runtime/kv_layout.hpp"
 
 namespace ordo {
 

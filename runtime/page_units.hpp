@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kv_layout.hpp"
 #include "runtime/device.hpp"
-#include "runtime/kv_layout.hpp"
 
 namespace ordo {
 

@@ -7,8 +7,8 @@
 
 #include <xxhash.h>
 
+#include "kernels/kernel_table.hpp"
 #include "messages/store.hpp"
-#include "runtime/kernel_table.hpp"
 #include "runtime/kv_codec.hpp"
 
 namespace ordo {
@@ -239,17 +239,121 @@ step_executor::step_executor(device& dev, model& m, const step_executor_options&
 
 step_executor::~step_executor() = default;
 
+namespace {
+
+// Enqueues on the device and reports each operation to the sink (when there is one), in the
+// order it was enqueued, and its completion with a host callback on the same stream.
+struct op_log {
+  device& dev;
+  device_op_sink* sink;
+  command_header step;
+
+  void note(stream_kind stream, device_op op, bool timed = true) {
+    if (!sink)
+      return;
+    op.stream = static_cast<uint8_t>(stream);
+    uint64_t seq = sink->record_device_op(step, op);
+    if (!timed)
+      return;
+    dev.host_callback(stream, [sink = sink, step = step, stream, seq] {
+      device_op done;
+      done.op = device_op_kind::done;
+      done.stream = static_cast<uint8_t>(stream);
+      done.op_seq = seq;
+      sink->record_device_op(step, done);
+    });
+  }
+  event_id record(stream_kind stream) {
+    event_id e = dev.record(stream);
+    device_op op;
+    op.op = device_op_kind::event_record;
+    op.event_id = e;
+    note(stream, op, false);
+    return e;
+  }
+  void wait(stream_kind stream, event_id e) {
+    dev.wait(stream, e);
+    device_op op;
+    op.op = device_op_kind::event_wait;
+    op.event_id = e;
+    note(stream, op, false);
+  }
+};
+
+device_op transfer_op(device_op_kind kind, const unit_transfer& t) {
+  device_op op;
+  op.op = kind;
+  op.request_id = t.request_id;
+  op.reads_inputs = true; // the unit ids come from the uploaded inputs
+  op.object_kind = t.kind;
+  op.data_offset = t.data_offset;
+  op.data_bytes = t.data_bytes;
+  for (auto u : t.units)
+    if (u >= 0)
+      (kind == device_op_kind::load ? op.units_written : op.units_read).push_back(u);
+  return op;
+}
+
+device_op forward_op(const step_plan& plan, int32_t block_size, int32_t tokens) {
+  device_op op;
+  op.op = device_op_kind::forward;
+  op.reads_inputs = true;
+  op.tokens = tokens;
+  for (const auto& r : plan.requests) {
+    op.units_read.insert(op.units_read.end(), r.block_table.begin(), r.block_table.end());
+    int32_t first = r.first_position / block_size;
+    int32_t last = (r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1) / block_size;
+    for (int32_t b = first; b <= last; ++b)
+      op.units_written.push_back(r.block_table[static_cast<size_t>(b)]);
+    if (r.state_slot >= 0) {
+      op.slots_read.push_back(r.state_slot);
+      op.slots_written.push_back(r.state_slot);
+    }
+  }
+  return op;
+}
+
+device_op image_op(device_op_kind kind, const state_image_copy& c) {
+  device_op op;
+  op.op = kind;
+  op.request_id = c.request_id;
+  if (kind == device_op_kind::restore) {
+    op.units_read = c.units;
+    op.slots_written = {c.state_slot};
+  } else {
+    op.slots_read = {c.state_slot};
+    op.units_written = c.units;
+  }
+  return op;
+}
+
+} // namespace
+
 void step_executor::execute(const step_plan& plan, std::function<void(step_done)> on_done) {
   auto& d = *impl_;
   d.validate(plan);
   auto started = std::chrono::steady_clock::now();
   device_batch batch = d.pack(plan);
+  const fault_edge drop = d.opt.drop_edge;
+  op_log log{d.dev, d.opt.ops, plan.header};
 
   d.dev.copy_async(stream_kind::load, d.inputs, d.staging, d.input_bytes);
-  event_id inputs_uploaded = d.dev.record(stream_kind::load);
+  {
+    device_op op;
+    op.op = device_op_kind::upload;
+    op.writes_inputs = true;
+    log.note(stream_kind::load, op);
+  }
+  event_id inputs_uploaded = log.record(stream_kind::load);
 
   for (auto u : plan.clears)
     d.units.enqueue_clear(d.dev, stream_kind::compute, u);
+  if (!plan.clears.empty()) {
+    device_op op;
+    op.op = device_op_kind::clear;
+    op.units_written = plan.clears;
+    log.note(stream_kind::compute, op);
+  }
   // Transfers read their unit ids from the uploaded inputs, in plan order (loads, then saves).
   const int32_t* transfer_ids = d.dev_at<int32_t>(d.off_transfer_units);
   auto transfer = [&](const unit_transfer& t, stream_kind stream, unit_copy_direction dir) {
@@ -258,34 +362,55 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
     d.table->unit_copy(stream, chunk_copy_args(*d.copy_fields, transfer_ids, n, d.opt.host_arena + t.data_offset,
                                                dir, /*segment_major=*/kv));
     transfer_ids += n;
+    log.note(stream, transfer_op(dir == unit_copy_direction::scatter ? device_op_kind::load : device_op_kind::save, t));
   };
   if (!plan.loads.empty()) {
-    event_id cleared = d.dev.record(stream_kind::compute);
-    if (!d.opt.test_drop_clear_load_edge)
-      d.dev.wait(stream_kind::load, cleared);
+    event_id cleared = log.record(stream_kind::compute);
+    if (drop != fault_edge::clear_load)
+      log.wait(stream_kind::load, cleared);
     for (const auto& t : plan.loads)
       transfer(t, stream_kind::load, unit_copy_direction::scatter);
-    d.dev.wait(stream_kind::compute, d.dev.record(stream_kind::load));
+    event_id loaded = log.record(stream_kind::load);
+    if (drop != fault_edge::load_forward)
+      log.wait(stream_kind::compute, loaded);
   }
-  for (const auto& c : plan.restores)
+  for (const auto& c : plan.restores) {
     d.units.enqueue_unpack(d.dev, stream_kind::compute, c.units, c.state_slot);
-  if (!d.opt.test_drop_upload_edge)
-    d.dev.wait(stream_kind::compute, inputs_uploaded);
-  if (batch.num_tokens > 0)
+    log.note(stream_kind::compute, image_op(device_op_kind::restore, c));
+  }
+  if (drop != fault_edge::upload_compute)
+    log.wait(stream_kind::compute, inputs_uploaded);
+  if (batch.num_tokens > 0) {
     d.mdl.enqueue_forward(stream_kind::compute, batch);
-  for (const auto& c : plan.checkpoint_copies)
+    log.note(stream_kind::compute, forward_op(plan, d.block_size, batch.num_tokens));
+  }
+  for (const auto& c : plan.checkpoint_copies) {
     d.units.enqueue_pack(d.dev, stream_kind::compute, c.state_slot, c.units);
+    log.note(stream_kind::compute, image_op(device_op_kind::checkpoint_copy, c));
+  }
   if (!plan.saves.empty()) {
-    d.dev.wait(stream_kind::save, d.dev.record(stream_kind::compute));
+    event_id produced = log.record(stream_kind::compute);
+    if (drop != fault_edge::forward_save)
+      log.wait(stream_kind::save, produced);
     for (const auto& t : plan.saves)
       transfer(t, stream_kind::save, unit_copy_direction::gather);
-    d.dev.wait(stream_kind::compute, d.dev.record(stream_kind::save));
+    log.wait(stream_kind::compute, log.record(stream_kind::save));
   }
 
   auto outputs = d.mdl.outputs();
   size_t num_samples = static_cast<size_t>(batch.num_samples);
   d.dev.copy_async(stream_kind::compute, d.host_logits, outputs.logits, 4 * num_samples * static_cast<size_t>(d.vocab));
   d.dev.copy_async(stream_kind::compute, d.host_tokens, outputs.sampled_tokens, 4 * num_samples);
+  {
+    device_op op;
+    op.op = device_op_kind::output_copy;
+    log.note(stream_kind::compute, op);
+  }
+  {
+    device_op op;
+    op.op = device_op_kind::complete;
+    log.note(stream_kind::compute, op, false);
+  }
 
   // Who sampled what, in sample order, captured now: the callback must not read `plan`.
   std::vector<sampled_token> samples;

@@ -15,6 +15,9 @@
 // NOTE(deferred free): step_done comes after every load and save of the step completed, and the
 // scheduler frees or reuses blocks only after step_done, so no page a transfer reads or writes is
 // reused while it runs.
+// NOTE(trace): with an op sink, every operation above is reported as it is enqueued (with the
+// units, slots and host bytes it touches) and again when it completes; the edges are the
+// reported event records and waits, so trace check sees exactly what the device was told.
 // NOTE(staging): one step is in flight at a time (the scheduler sends the next plan only after
 // step_done), so the staging and input buffers are reused without further edges.
 #pragma once
@@ -28,18 +31,19 @@
 #include "runtime/device.hpp"
 #include "runtime/model.hpp"
 #include "runtime/page_units.hpp"
+#include "runtime/trace.hpp"
 
 namespace ordo {
 
 struct step_executor_options {
   int32_t max_batch_tokens = 512;
   int32_t max_num_seqs = 16;
-  // Test-only: leave out the compute stream's wait for the input upload. With chaos on, the
-  // forward then reads inputs the load stream has not written yet, and outputs change.
-  bool test_drop_upload_edge = false;
-  // Test-only: leave out the load stream's wait for the step's clears (the seed's bug). With
-  // chaos on, a clear can then land after a load into the same unit and erase what it loaded.
-  bool test_drop_clear_load_edge = false;
+  // faults.drop_edge: leaves that one edge out (testing trace check: with chaos on, the race it
+  // opens becomes real; trace check names the rule it breaks even when outputs happen to match).
+  fault_edge drop_edge = fault_edge::none;
+  // Where each device operation is reported, in enqueue order, with a `done` record when it
+  // completed (trace.path); null: nothing is reported.
+  device_op_sink* ops = nullptr;
   // The host tier's arena (the store's memory: pinned on a GPU device); null without one.
   uint8_t* host_arena = nullptr;
   size_t host_arena_bytes = 0;

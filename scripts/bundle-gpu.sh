@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bundle-gpu.sh BINARY DIR — makes BINARY (built here, Debian 12) runnable on the GPU
 # machine (Ubuntu 24.04, no package registries): copies it and every shared library it links
-# except the C/C++ runtime and the NVIDIA driver (that machine's own) into DIR/lib, and writes
+# except the C/C++ runtime and the NVIDIA driver (that machine's own) into DIR/lib (the binary
+# stripped of debug info), and writes
 # DIR/run, which starts it with DIR/lib on the library path.
 set -euo pipefail
 if [[ $# -ne 2 || ! -x $1 ]]; then
@@ -13,6 +14,7 @@ name=$(basename "$binary")
 system='^(ld-linux.*|linux-vdso|libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|libcuda|libnvidia.*)\.so'
 mkdir -p "$dir/lib"
 cp "$binary" "$dir/$name"
+strip "$dir/$name" # debug info would push the bundle past what a device call carries (64 MiB)
 while read -r lib path; do
   [[ $lib =~ $system ]] && continue
   if [[ ! -f $path ]]; then

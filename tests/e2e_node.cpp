@@ -179,9 +179,10 @@ TEST_CASE("e2e: removing the input-upload edge is caught by chaos mode") {
       reference.push_back(digest(complete(node.port, request_body(p))));
   }
   auto run_with = [&](bool drop_edge) {
-    node_hooks hooks;
-    hooks.test_drop_upload_edge = drop_edge;
-    auto node = start_node("configs/gdn_hybrid.toml", {"device.chaos_seed=3"}, hooks);
+    std::vector<std::string> sets = {"device.chaos_seed=3"};
+    if (drop_edge)
+      sets.push_back("faults.drop_edge=upload_compute");
+    auto node = start_node("configs/gdn_hybrid.toml", sets);
     int differing = 0;
     for (size_t i = 0; i < prompts.size(); ++i)
       differing += digest(complete(node.port, request_body(prompts[i]))) != reference[i];

@@ -213,9 +213,10 @@ TEST_CASE("offload: the seed's bug, a clear landing after a load, is caught by a
   // A 24-block pool: the resend's blocks and image units are the units the HBM eviction just
   // gave back, so its plan carries their clears and its loads into them.
   auto run = [](bool drop_edge) {
-    node_hooks hooks;
-    hooks.test_drop_clear_load_edge = drop_edge;
-    auto node = start_node("configs/default.toml", offload({"cache.num_blocks=24", "device.chaos_seed=3"}), hooks);
+    std::vector<std::string> sets = {"cache.num_blocks=24", "device.chaos_seed=3"};
+    if (drop_edge)
+      sets.push_back("faults.drop_edge=clear_load");
+    auto node = start_node("configs/default.toml", offload(sets));
     int wrong = 0, loaded = 0;
     for (uint32_t seed = 1; seed <= 4; ++seed) {
       auto prompt = token_prompt(768, seed);

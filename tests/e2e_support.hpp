@@ -24,12 +24,11 @@ struct running_node {
   int port = 0;
 };
 
-inline running_node start_node(const std::string& config_path, std::vector<std::string> sets = {},
-                               node_hooks hooks = {}) {
+inline running_node start_node(const std::string& config_path, std::vector<std::string> sets = {}) {
   spdlog::set_level(spdlog::level::warn);
   sets.push_back("server.port=0");
   running_node r;
-  r.n = std::make_unique<node>(load_config_file(config_path, sets), hooks);
+  r.n = std::make_unique<node>(load_config_file(config_path, sets));
   r.port = r.n->start();
   return r;
 }

@@ -317,10 +317,10 @@ TEST_CASE("unknown keys and sections are errors naming what is allowed", "[confi
                     "chunk_size, num_blocks, checkpoint_interval"));
   CHECK_THAT(error_of("[caches]\nblock_size = 16"),
              Equals("unknown section [caches]; allowed sections: model, device, cache, "
-                    "scheduler, kv_transfer, store, server, log"));
+                    "scheduler, kv_transfer, store, server, log, trace, faults"));
   CHECK_THAT(error_of("port = 1"),
              Equals("unknown key port = 1 at top level; keys belong in a section: model, device, "
-                    "cache, scheduler, kv_transfer, store, server, log"));
+                    "cache, scheduler, kv_transfer, store, server, log, trace, faults"));
   CHECK_THAT(error_of("[model.extra]\nx = 1"),
              Equals("unknown key model.extra = { x = 1 }; allowed keys in [model]: preset, size, "
                     "seed, kv_dtype"));
@@ -407,4 +407,29 @@ TEST_CASE("validate() refuses a hand-built config too", "[config]") {
   cfg.chunk_size = 24;
   CHECK_THROWS_WITH(validate(cfg),
                     "cache.chunk_size = 24: must be a positive multiple of cache.block_size (16)");
+}
+
+TEST_CASE("trace and fault keys: values, refusals, and the config a trace header carries", "[config]") {
+  auto cfg = parse_config("", {"trace.path=/tmp/x.trace", "trace.node=prefill-0", "faults.drop_edge=clear_load"});
+  CHECK(cfg.trace_path == "/tmp/x.trace");
+  CHECK(cfg.trace_node == "prefill-0");
+  CHECK(cfg.drop_edge == fault_edge::clear_load);
+  CHECK(parse_config("").drop_edge == fault_edge::none);
+  CHECK_THROWS_WITH(parse_config("", {"faults.drop_edge=clear_save"}),
+                    "faults.drop_edge = \"clear_save\": must be one of \"\" (none), clear_load, load_forward, "
+                    "forward_save, upload_compute");
+  CHECK_THROWS_WITH(parse_config("", {"trace.node=a b"}),
+                    "trace.node = \"a b\": must be 1 to 64 letters, digits, '_', '-' or '.'");
+
+  // The header's config text reads back to the same config, without secrets or trace.path.
+  auto full = parse_config("", {"scheduler.max_batch_tokens=128", "server.api_key=sk-secret", "trace.path=/tmp/t",
+                                "faults.drop_edge=forward_save", "trace.node=n1", "kv_transfer.connector=offload"});
+  auto text = render_config_toml(full);
+  CHECK(text.find("sk-secret") == std::string::npos);
+  CHECK(text.find("/tmp/t") == std::string::npos);
+  CHECK(text.find("max_batch_tokens = 128") != std::string::npos);
+  auto back = parse_config(text);
+  full.api_key.clear();
+  full.trace_path.clear();
+  CHECK(describe(back) == describe(full));
 }

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "kernels/kernel_table.hpp"
 #include "runtime/device_registry.hpp"
 
 using namespace ordo;

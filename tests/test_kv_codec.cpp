@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/kernel_table.hpp"
+#include "kernels/kernel_table.hpp"
 #include "runtime/kv_codec.hpp"
 #include "runtime/model.hpp"
 

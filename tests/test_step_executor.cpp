@@ -2,6 +2,9 @@
 
 #include <cstring>
 #include <future>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "messages/store.hpp"
 #include "runtime/step_executor.hpp"
@@ -41,7 +44,7 @@ step_done run(step_executor& exec, const step_plan& plan) {
 TEST_CASE("step executor: a plan runs on the device and reports tokens and logits digests") {
   auto dev = make_cpu_device({});
   model m(tiny_dense(), *dev);
-  step_executor exec(*dev, m, {64, 4, false});
+  step_executor exec(*dev, m, {64, 4});
   step_plan plan;
   plan.header = {1, 1};
   plan.requests.push_back(prefill(1, 20, {3, 7}));
@@ -68,7 +71,7 @@ TEST_CASE("step executor: a plan runs on the device and reports tokens and logit
 TEST_CASE("step executor: a plan that does not fit is refused before anything is enqueued") {
   auto dev = make_cpu_device({});
   model m(tiny_dense(), *dev);
-  step_executor exec(*dev, m, {64, 4, false});
+  step_executor exec(*dev, m, {64, 4});
   auto refuse = [&](step_plan plan, const std::string& needle) {
     plan.header = {1, 1};
     bool called = false;
@@ -121,8 +124,8 @@ int save_then_clear_and_load(bool drop_clear_load_edge, uint64_t chaos_seed, int
     unit_bytes += f.block_bytes();
   const size_t arena_bytes = 4 * unit_bytes;
   auto* arena = static_cast<uint8_t*>(dev->alloc_host_pinned(arena_bytes));
-  step_executor_options o{64, 4, false};
-  o.test_drop_clear_load_edge = drop_clear_load_edge;
+  step_executor_options o{64, 4};
+  o.drop_edge = drop_clear_load_edge ? fault_edge::clear_load : fault_edge::none;
   o.host_arena = arena;
   o.host_arena_bytes = arena_bytes;
   int equal = 0;
@@ -166,7 +169,7 @@ TEST_CASE("step executor: a load skips blocks marked -1 (shared from the HBM ind
   for (const auto& f : m.kv_fields())
     unit_bytes += f.block_bytes();
   auto* arena = static_cast<uint8_t*>(dev->alloc_host_pinned(2 * unit_bytes));
-  step_executor_options o{64, 4, false};
+  step_executor_options o{64, 4};
   o.host_arena = arena;
   o.host_arena_bytes = 2 * unit_bytes;
   {
@@ -191,4 +194,65 @@ TEST_CASE("step executor: a load skips blocks marked -1 (shared from the HBM ind
     CHECK_THROWS_WITH(exec.execute(bad, [](step_done) {}), Catch::Contains("names unit -2"));
   }
   dev->free_host_pinned(arena);
+}
+
+namespace {
+
+// Collects what the executor reports, from any thread.
+struct op_collector : device_op_sink {
+  std::mutex mu;
+  std::vector<device_op> ops;
+  uint64_t record_device_op(const command_header&, const device_op& op) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ops.push_back(op);
+    return ops.size();
+  }
+};
+
+std::vector<std::string> enqueued(op_collector& c) {
+  std::vector<std::string> out;
+  for (const auto& op : c.ops)
+    if (op.op != device_op_kind::done)
+      out.push_back(std::string(to_string(op.op)) + "@" + std::to_string(op.stream));
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("step executor: every device operation is reported in enqueue order, and its completion") {
+  for (auto drop : {fault_edge::none, fault_edge::upload_compute}) {
+    auto dev = make_cpu_device({});
+    model m(tiny_dense(), *dev);
+    op_collector sink;
+    step_executor_options o{64, 4};
+    o.ops = &sink;
+    o.drop_edge = drop;
+    step_executor exec(*dev, m, o);
+    step_plan plan;
+    plan.header = {1, 1};
+    plan.requests.push_back(prefill(1, 20, {3, 7}));
+    run(exec, plan);
+    dev->synchronize();
+    std::vector<std::string> want = {"upload@1", "event_record@1", "event_wait@0", "forward@0", "output_copy@0",
+                                     "complete@0"};
+    if (drop == fault_edge::upload_compute)
+      want.erase(want.begin() + 2); // the forward no longer waits for the inputs
+    CHECK(enqueued(sink) == want);
+    int done = 0;
+    for (const auto& op : sink.ops) {
+      if (op.op == device_op_kind::done) {
+        ++done;
+        CHECK(op.op_seq >= 1);
+      }
+      if (op.op == device_op_kind::forward) {
+        CHECK(op.units_read == std::vector<int32_t>{3, 7});
+        CHECK(op.units_written == std::vector<int32_t>{3, 7});
+        CHECK(op.tokens == 20);
+        CHECK(op.reads_inputs);
+      }
+      if (op.op == device_op_kind::upload)
+        CHECK(op.writes_inputs);
+    }
+    CHECK(done == 3); // upload, forward, output copy
+  }
 }

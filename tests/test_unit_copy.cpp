@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/cpu_kernel_table.hpp"
 #include "kernels/cpu/unit_copy.hpp"
-#include "runtime/cpu_kernel_table.hpp"
 
 using namespace ordo;
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/batch.hpp"
+#include "kernels/batch.hpp"
 #include "runtime/device.hpp"
 
 namespace ordo::test {

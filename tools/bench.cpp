@@ -16,11 +16,11 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include "kernels/kernel_table.hpp"
 #include "runtime/checksum.hpp"
 #include "runtime/config.hpp"
 #include "runtime/device_registry.hpp"
 #include "runtime/host_store.hpp"
-#include "runtime/kernel_table.hpp"
 #include "runtime/kv_codec.hpp"
 #include "runtime/layouts.hpp"
 #include "runtime/model_presets.hpp"

@@ -49,3 +49,23 @@ struct bench_offload_options {
 int run_bench_offload(const bench_offload_options& options);
 
 } // namespace ordo
+
+namespace ordo {
+
+struct bench_trace_options {
+  std::string config_path = "configs/default.toml";
+  std::vector<std::string> overrides;
+  int32_t rounds = 5;        // A/B pairs (recording off, then on), interleaved
+  int32_t requests = 24;     // per run
+  int32_t concurrency = 4;   // requests in flight at once
+  int32_t prompt_tokens = 200;
+  int32_t max_tokens = 16;
+  std::string trace_dir = "/tmp";
+};
+
+// The cost of recording a trace (trace.path): the same workload through a fresh node with
+// recording off and on, interleaved, `rounds` times; the median wall time of each, their ratio,
+// and the bytes and records written per step. Returns the process exit code.
+int run_bench_trace(const bench_trace_options& options);
+
+} // namespace ordo

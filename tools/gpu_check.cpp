@@ -30,6 +30,7 @@
 #include "kernels/cpu/sparse_attention.hpp"
 #include "kernels/cpu/state.hpp"
 #include "kernels/cpu/unit_copy.hpp"
+#include "kernels/kernel_table.hpp"
 #include "runtime/device_registry.hpp"
 #include "runtime/model.hpp"
 #include "tools/batch_builder.hpp"

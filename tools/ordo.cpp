@@ -11,14 +11,10 @@
 
 #include "actors/node.hpp"
 #include "tools/bench.hpp"
+#include "runtime/version.hpp"
 #include "tools/demo.hpp"
+#include "tools/trace_tools.hpp"
 
-#ifndef ORDO_VERSION // set by CMake for the ordo target
-#define ORDO_VERSION "unknown"
-#endif
-#ifndef ORDO_GIT_HASH
-#define ORDO_GIT_HASH "unknown"
-#endif
 
 namespace {
 
@@ -98,12 +94,39 @@ int main(int argc, char** argv) {
   node_cmd->add_option("--config", config_path, "node config (TOML)")->required();
   node_cmd->add_option("--set", sets, "override a config key: --set cache.block_size=16 (repeatable)");
   auto* port_opt = node_cmd->add_option("--port", port, "listen port 0..65535 (0 picks a free one)");
+  std::string node_trace;
+  node_cmd->add_option("--trace", node_trace, "record the run to this trace file (= --set trace.path=FILE)");
 
   auto* demo_cmd = app.add_subcommand("demo", "run a multi-turn workload twice with an HBM eviction between");
   std::string demo_config = "configs/default.toml";
   std::vector<std::string> demo_sets;
   demo_cmd->add_option("--config", demo_config, "node config (TOML)");
   demo_cmd->add_option("--set", demo_sets, "override a config key (repeatable)");
+  std::string demo_trace;
+  demo_cmd->add_option("--trace", demo_trace, "record the run to this trace file (= --set trace.path=FILE)");
+
+  auto* trace_cmd = app.add_subcommand("trace", "read a recorded trace: show, timeline, check");
+  trace_cmd->require_subcommand(1);
+  ordo::trace_show_options show;
+  auto* show_cmd = trace_cmd->add_subcommand("show", "one readable line per record");
+  show_cmd->add_option("FILE", show.path, "trace file")->required();
+  show_cmd->add_option("--actor", show.actor, "only this actor's records");
+  show_cmd->add_option("--step", show.step, "only the records of the step with this seq");
+  std::vector<std::string> timeline_files;
+  std::string timeline_out;
+  auto* timeline_cmd = trace_cmd->add_subcommand("timeline", "Chrome trace JSON for Perfetto (several files merge)");
+  timeline_cmd->add_option("FILE", timeline_files, "trace files, one per node")->required();
+  timeline_cmd->add_option("-o,--output", timeline_out, "the JSON file to write")->required();
+  std::string check_file;
+  auto* check_cmd = trace_cmd->add_subcommand("check", "verify the step protocol's ordering rules on the recorded graph");
+  check_cmd->add_option("FILE", check_file, "trace file")->required();
+
+  ordo::replay_options replay;
+  auto* replay_cmd = app.add_subcommand("replay", "re-run a recorded actor core or node and compare");
+  replay_cmd->add_option("FILE", replay.path, "trace file")->required();
+  replay_cmd->add_option("--actor", replay.actor, "scheduler | block_pool | connector | store");
+  replay_cmd->add_flag("--node", replay.node, "re-send the recorded requests to a fresh node, compare digests");
+  replay_cmd->add_option("--set", replay.sets, "override a config key of the recorded config (repeatable)");
 
   auto* bench_cmd = app.add_subcommand("bench", "time the forward, the copy paths or the offload path (table + BENCH_JSON line)");
   bench_cmd->require_subcommand(1);
@@ -128,7 +151,18 @@ int main(int argc, char** argv) {
   offload_cmd->add_option("--chunks", off.chunks, "chunk objects saved and loaded each way");
   offload_cmd->add_option("--repeats", off.repeats, "best of this many runs");
 
-  app.set_version_flag("--version", std::string("ordo ") + ORDO_VERSION + " (" + ORDO_GIT_HASH + ")",
+  ordo::bench_trace_options trc;
+  auto* trace_bench_cmd = bench_cmd->add_subcommand("trace", "what recording a trace costs: off/on A/B, interleaved");
+  trace_bench_cmd->add_option("--config", trc.config_path, "node config (TOML)")->required();
+  trace_bench_cmd->add_option("--set", trc.overrides, "override a config key (repeatable)");
+  trace_bench_cmd->add_option("--rounds", trc.rounds, "A/B pairs");
+  trace_bench_cmd->add_option("--requests", trc.requests, "requests per run");
+  trace_bench_cmd->add_option("--concurrency", trc.concurrency, "requests in flight at once");
+  trace_bench_cmd->add_option("--prompt-tokens", trc.prompt_tokens, "prompt tokens per request");
+  trace_bench_cmd->add_option("--max-tokens", trc.max_tokens, "tokens generated per request");
+  trace_bench_cmd->add_option("--trace-dir", trc.trace_dir, "where the recorded runs write (then delete) their trace");
+
+  app.set_version_flag("--version", std::string("ordo ") + ordo::ordo_version(),
                        "print the version and the commit it was built from");
   try {
     app.parse(argc, argv);
@@ -142,14 +176,34 @@ int main(int argc, char** argv) {
     return ordo::run_bench_copy(cpy);
   if (*offload_cmd)
     return ordo::run_bench_offload(off);
+  if (*trace_bench_cmd)
+    return ordo::run_bench_trace(trc);
   if (*node_cmd) {
     if (*port_opt && (port < 0 || port > 65535)) {
       std::cerr << "ordo node: --port " << port << ": must be between 0 and 65535 (0 picks a free one)\n";
       return 2;
     }
+    if (!node_trace.empty())
+      sets.push_back("trace.path=" + node_trace);
     return run_node(config_path, sets, *port_opt ? std::optional<int>(port) : std::nullopt);
   }
-  if (*demo_cmd)
+  if (*demo_cmd) {
+    if (!demo_trace.empty())
+      demo_sets.push_back("trace.path=" + demo_trace);
     return ordo::run_demo(demo_config, demo_sets);
+  }
+  if (*show_cmd)
+    return ordo::run_trace_show(show);
+  if (*timeline_cmd)
+    return ordo::run_trace_timeline(timeline_files, timeline_out);
+  if (*check_cmd)
+    return ordo::run_trace_check(check_file);
+  if (*replay_cmd) {
+    if (replay.node == !replay.actor.empty()) {
+      std::cerr << "ordo replay: give exactly one of --actor A or --node\n";
+      return 2;
+    }
+    return ordo::run_replay(replay);
+  }
   return 2;
 }

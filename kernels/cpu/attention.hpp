@@ -1,7 +1,7 @@
 // Paged causal attention (GQA) over the KV arena, and the store of K/V rows into their slots.
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

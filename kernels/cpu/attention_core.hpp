@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

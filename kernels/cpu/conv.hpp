@@ -1,7 +1,7 @@
 // Causal depthwise short conv with per-request state (GDN q/k/v conv, PLE conv).
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

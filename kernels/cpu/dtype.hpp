@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/kv_layout.hpp"
+#include "kernels/kv_layout.hpp"
 
 namespace ordo::cpu {
 

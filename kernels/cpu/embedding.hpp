@@ -1,7 +1,7 @@
 // Embedding row gather (token embeddings, PLE n-gram tables).
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

@@ -1,7 +1,7 @@
 // Gated DeltaNet recurrence, token by token in fp32 per head.
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

@@ -1,7 +1,7 @@
 // y (+)= x · Wᵀ, each output a fixed-order dot: dot.hpp's lanes and tree with fused multiply-adds.
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

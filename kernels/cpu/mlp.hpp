@@ -1,7 +1,7 @@
 // SwiGLU activation of the MLP: silu(gate) * up.
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/batch.hpp"
 #include "kernels/cpu/dtype.hpp"
-#include "runtime/batch.hpp"
 
 namespace ordo::cpu {
 

@@ -1,7 +1,7 @@
 // Per-layer embeddings: hashed n-gram bucket of each row, with the per-request id window.
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

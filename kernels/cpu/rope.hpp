@@ -1,7 +1,7 @@
 // Rotary position embedding from a host-built cos/sin table.
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

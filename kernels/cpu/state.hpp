@@ -1,7 +1,7 @@
 // Zeroes recurrent-state slots of requests that start from an empty prefix.
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

@@ -1,9 +1,9 @@
 // Page-unit gather / scatter between the KV arena and a contiguous host buffer, unit-major or
 // segment-major, skipping negative unit ids (the layouts and the skip rule are documented at
-// unit_copy_args in runtime/kernel_args.hpp). The reference for kernels/hip.
+// unit_copy_args in kernels/kernel_args.hpp). The reference for kernels/hip.
 #pragma once
 
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::cpu {
 

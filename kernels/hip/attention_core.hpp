@@ -8,7 +8,7 @@
 
 #include "kernels/hip/device_math.hpp"
 #include "kernels/hip/paging.hpp"
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::hip {
 

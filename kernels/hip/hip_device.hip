@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "kernels/hip/launch.hpp"
+#include "kernels/kernel_table.hpp"
 #include "runtime/device_registry.hpp"
 
 namespace ordo {

@@ -1,11 +1,11 @@
-// Host launchers of the HIP kernels, one per model op (runtime/kernel_table.hpp), each enqueued
+// Host launchers of the HIP kernels, one per model op (kernels/kernel_table.hpp), each enqueued
 // on `stream`. Each computes what its kernels/cpu twin computes, in the same order per output
 // element (kernels/hip/device_math.hpp), so results are bitwise equal to the CPU reference.
 // Runs on: the enqueuing thread; throws std::invalid_argument for shapes the kernels do not cover.
 #pragma once
 
 #include "kernels/hip_compat.hpp"
-#include "runtime/kernel_args.hpp"
+#include "kernels/kernel_args.hpp"
 
 namespace ordo::hip {
 

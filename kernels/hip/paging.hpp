@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "kernels/batch.hpp"
 #include "kernels/hip_compat.hpp"
-#include "runtime/batch.hpp"
 
 namespace ordo::hip {
 

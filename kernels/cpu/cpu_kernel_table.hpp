@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "runtime/kernel_table.hpp"
+#include "kernels/kernel_table.hpp"
 
 namespace ordo {
 

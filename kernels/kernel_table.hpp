@@ -1,12 +1,14 @@
 // The model's ops as work on a device stream (DESIGN §2.2): one virtual per op. The CPU table
-// enqueues the reference kernels of kernels/cpu as host work; a GPU table launches kernels.
+// (kernels/cpu/cpu_kernel_table.hpp) enqueues the reference kernels of kernels/cpu as host work; a
+// GPU table (kernels/hip/hip_device.hip) launches kernels. Built in kernels/: runtime/ code uses
+// this interface and make_kernel_table; of runtime/ it needs only the device (runtime/device.hpp).
 // Runs on: the thread that enqueues the forward (the model runner's); the ops run on the stream.
 #pragma once
 
 #include <memory>
 
+#include "kernels/kernel_args.hpp"
 #include "runtime/device.hpp"
-#include "runtime/kernel_args.hpp"
 
 namespace ordo {
 
@@ -37,9 +39,10 @@ public:
   virtual void unit_copy(stream_kind s, const unit_copy_args& a) = 0;
 };
 
-// The table for `dev`: the CPU reference table when dev.runs_host_work(); throws
-// std::invalid_argument for a device without a kernel table yet, or one that cannot honour
-// `options` (tf32 needs a GPU with TF32 matrix units).
+// The table for `dev`: the CPU reference table when dev.runs_host_work(), else the one of the GPU
+// backend registered through runtime/device_registry.hpp; throws std::invalid_argument for a
+// device without a kernel table yet, or one that cannot honour `options` (tf32 needs a GPU with
+// TF32 matrix units).
 std::unique_ptr<kernel_table> make_kernel_table(device& dev, const kernel_options& options = {});
 
 } // namespace ordo

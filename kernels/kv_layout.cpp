@@ -1,4 +1,4 @@
-#include "runtime/kv_layout.hpp"
+#include "kernels/kv_layout.hpp"
 
 namespace ordo {
 

@@ -1,6 +1,7 @@
 // Descriptions of the model's device buffers that other subsystems copy or clear: the KV arena
 // (DESIGN §4: layer-major, per attention layer one region per page field) and the recurrent-state
 // slots (per-request GDN conv/SSM state and PLE windows).
+// Part of the kernel ABI (kernels/kernel_args.hpp): includes nothing from runtime/.
 #pragma once
 
 #include <cstddef>

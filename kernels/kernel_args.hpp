@@ -1,13 +1,15 @@
 // Arguments of the model's ops, one plain struct per op. Every pointer is device memory; every
 // op is batch-invariant: a row's result depends only on that row (and its request's earlier
 // rows and state), never on the other rows of the batch.
+// Part of the kernel ABI (with kernels/batch.hpp and kernels/kv_layout.hpp): plain structs that
+// include nothing from runtime/, so runtime/ and the kernels can both use them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/batch.hpp"
-#include "runtime/kv_layout.hpp"
+#include "kernels/batch.hpp"
+#include "kernels/kv_layout.hpp"
 
 namespace ordo {
 

@@ -1,6 +1,7 @@
 // The inputs of one forward as the model sees them on the device. The model runner's step
 // executor packs them into one pinned staging buffer, copies it to device memory on the `load`
 // stream and makes `compute` wait for that copy before the forward (the upload edge).
+// Part of the kernel ABI (kernels/kernel_args.hpp): includes nothing from runtime/.
 #pragma once
 
 #include <cstddef>

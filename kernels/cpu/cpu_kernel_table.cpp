@@ -1,4 +1,4 @@
-#include "runtime/cpu_kernel_table.hpp"
+#include "kernels/cpu/cpu_kernel_table.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -16,7 +16,6 @@
 #include "kernels/cpu/sparse_attention.hpp"
 #include "kernels/cpu/state.hpp"
 #include "kernels/cpu/unit_copy.hpp"
-#include "runtime/device_registry.hpp"
 
 namespace ordo {
 namespace {
@@ -57,21 +56,6 @@ std::unique_ptr<kernel_table> make_cpu_kernel_table(device& dev) {
   if (!dev.runs_host_work())
     throw std::invalid_argument("cpu kernel table: device " + dev.name() + " does not run host work");
   return std::make_unique<cpu_kernel_table>(dev);
-}
-
-const char* to_string(matmul_mode m) { return m == matmul_mode::tf32 ? "tf32" : "exact"; }
-
-std::unique_ptr<kernel_table> make_kernel_table(device& dev, const kernel_options& options) {
-  if (dev.runs_host_work()) {
-    if (options.matmul != matmul_mode::exact)
-      throw std::invalid_argument(std::string("device.matmul = \"") + to_string(options.matmul) +
-                                  "\": the CPU device computes every matmul exactly; " +
-                                  "tf32 needs device.kind = \"hip\" on a GPU with TF32 matrix units");
-    return make_cpu_kernel_table(dev);
-  }
-  if (const gpu_backend* gpu = find_gpu_backend())
-    if (std::unique_ptr<kernel_table> table = gpu->make_kernel_table(dev, options)) return table;
-  throw std::invalid_argument("no kernel table for device " + dev.name() + " yet");
 }
 
 } // namespace ordo

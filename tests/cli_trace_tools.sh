@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# `ordo trace show` and `ordo trace timeline` on recorded runs (docs/traces.md): two demo runs of
+# the offload config with chaos, recorded as two nodes (in parallel, ~20 s); show prints a header
+# and one line per record, filters by actor and step, shows a file cut short up to its cut, and
+# refuses a file that is not a trace; timeline writes Chrome trace JSON that a checker accepts.
+set -euo pipefail
+ordo=${1:?usage: cli_trace_tools.sh PATH_TO_ORDO}
+source "$(dirname "$0")/check_lib.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+record() { # NAME NODE: a demo run recorded to $tmp/NAME.trace with trace.node=NODE
+  timeout 120 "$ordo" demo --config configs/offload.toml --set device.chaos_seed=3 --set trace.node="$2" \
+    --trace "$tmp/$1.trace" >"$tmp/$1.demo" 2>&1
+}
+record a alpha & pid_a=$!
+record b beta & pid_b=$!
+rc_a=0 rc_b=0
+wait $pid_a || rc_a=$?
+wait $pid_b || rc_b=$?
+check "demo run a exits 0" test $rc_a -eq 0
+check "demo run b exits 0" test $rc_b -eq 0
+
+# --- show ----------------------------------------------------------------------------------------
+rc=0
+timeout 60 "$ordo" trace show "$tmp/a.trace" >"$tmp/show" 2>"$tmp/err" || rc=$?
+check "show exits 0" test $rc -eq 0
+check "show starts with the header line" \
+  grep -qE "^trace .*a\.trace: node alpha, ordo .*, schema 1, namespace [0-9a-f]{16}, chaos seed 3, config [0-9a-f]{16}" <(head -1 "$tmp/show")
+records=$(capnp decode messages/ordo.capnp TraceRecord <"$tmp/a.trace" 2>/dev/null | grep -c '^(' || true)
+lines=$(wc -l <"$tmp/show")
+if [ "${records:-0}" -gt 0 ]; then # capnp decode counts the header too: one line each
+  check "show prints one line per record ($lines lines, $records records)" test "$lines" -eq "$records"
+else
+  check "show prints many lines ($lines)" test "$lines" -gt 100
+fi
+for kind in step_plan pool_step_done forward load done; do
+  check "show has $kind lines" grep -qE "^ +[0-9]+ +\+[0-9.]+ +step [0-9]+\.[0-9]+ +[a-z_]+ +(in|out|local) +[-a-z_]+ +$kind " "$tmp/show"
+done
+check "show keeps every line short" test "$(awk '{ if (length > 300) n++ } END { print n + 0 }' "$tmp/show")" -eq 0
+
+timeout 60 "$ordo" trace show "$tmp/a.trace" --actor block_pool >"$tmp/pool"
+check "--actor block_pool prints block_pool lines" test "$(tail -n +2 "$tmp/pool" | wc -l)" -gt 10
+check "--actor block_pool prints only block_pool lines" \
+  test "$(tail -n +2 "$tmp/pool" | awk '$5 != "block_pool"' | wc -l)" -eq 0
+timeout 60 "$ordo" trace show "$tmp/a.trace" --step 3 >"$tmp/step3"
+check "--step 3 prints step-3 lines" test "$(tail -n +2 "$tmp/step3" | wc -l)" -gt 5
+check "--step 3 prints only step-3 lines" \
+  test "$(tail -n +2 "$tmp/step3" | awk '$3 != "step" || $4 !~ /^[0-9]+\.3$/' | wc -l)" -eq 0
+
+size=$(stat -c %s "$tmp/a.trace")
+head -c $((size / 2)) "$tmp/a.trace" >"$tmp/cut.trace"
+rc=0
+timeout 60 "$ordo" trace show "$tmp/cut.trace" >"$tmp/cut" 2>"$tmp/err" || rc=$?
+check "a cut file shows with exit 0" test $rc -eq 0
+check "a cut file ends with the cut" grep -qE '^\(file cut short after record [0-9]+: .*\)$' <(tail -1 "$tmp/cut")
+check "a cut file shows the records before the cut" test "$(wc -l <"$tmp/cut")" -gt 100
+
+echo "not a trace" >"$tmp/plain.txt"
+rc=0
+timeout 60 "$ordo" trace show "$tmp/plain.txt" >"$tmp/out" 2>"$tmp/err" || rc=$?
+check "a file that is not a trace exits 2" test $rc -eq 2
+check "a file that is not a trace is named" grep -q "plain.txt" "$tmp/err"
+
+# --- timeline ------------------------------------------------------------------------------------
+rc=0
+timeout 60 "$ordo" trace timeline "$tmp/a.trace" "$tmp/b.trace" -o "$tmp/t.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
+check "timeline exits 0" test $rc -eq 0
+check "timeline says what it wrote" \
+  grep -qE "^wrote .*t\.json: [0-9]+ events from 2 files \(nodes: alpha, beta\)$" "$tmp/out"
+cat >"$tmp/check.py" <<'PY'
+import collections, json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+nodes = sys.argv[2:]
+bad = []
+for e in events:
+    for k in ("ph", "pid", "tid", "ts"):
+        if k not in e:
+            bad.append("event without %s: %r" % (k, e))
+procs = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+if sorted(procs.values()) != sorted(nodes):
+    bad.append("process names %r, want %r" % (sorted(procs.values()), nodes))
+lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+for e in events:
+    if e["ph"] == "X" and not (isinstance(e.get("dur"), (int, float)) and e["dur"] >= 0):
+        bad.append("X with a bad dur: %r" % e)
+flows = collections.defaultdict(lambda: {"s": [], "f": []})
+for e in events:
+    if e["ph"] in ("s", "f"):
+        flows[(e["id"], e["cat"], e["name"])][e["ph"]].append(e)
+for key, ends in flows.items():
+    if len(ends["s"]) != 1 or len(ends["f"]) != 1:
+        bad.append("flow %r: %d s, %d f" % (key, len(ends["s"]), len(ends["f"])))
+        continue
+    s, f = ends["s"][0], ends["f"][0]
+    if s["pid"] != f["pid"] or f["ts"] < s["ts"] or f.get("bp") != "e":
+        bad.append("flow %r: s %r, f %r" % (key, s, f))
+if not any(k[1] == "msg" for k in flows):
+    bad.append("no message flow")
+for pid, node in procs.items():
+    for name, lane in (("forward", "compute"), ("load", "load")):
+        if not any(e["ph"] == "X" and e["pid"] == pid and e["name"] == name and lanes.get((pid, e["tid"])) == lane
+                   for e in events):
+            bad.append("node %s: no %s slice on the %s lane" % (node, name, lane))
+for b in bad[:10]:
+    print(b)
+counts = collections.Counter(e["ph"] for e in events)
+print("%d events %s, %d flows, %d problems" % (len(events), dict(sorted(counts.items())), len(flows), len(bad)))
+sys.exit(1 if bad else 0)
+PY
+check "the timeline is valid Chrome trace JSON with matched flows and device slices" \
+  timeout 60 python3 "$tmp/check.py" "$tmp/t.json" alpha beta
+
+rc=0
+timeout 60 "$ordo" trace timeline "$tmp/a.trace" "$tmp/plain.txt" -o "$tmp/u.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
+check "timeline of a file that is not a trace exits 2" test $rc -eq 2
+check "timeline names the file that is not a trace" grep -q "plain.txt" "$tmp/err"
+rc=0
+timeout 60 "$ordo" trace timeline "$tmp/a.trace" -o "$tmp/no/such/dir/v.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
+check "timeline to a path it cannot write fails" test $rc -ne 0
+check "timeline names the path it cannot write" grep -q "no/such/dir/v.json" "$tmp/err"
+
+finish
