@@ -64,6 +64,8 @@ template <>
 struct reply_of<store_contains> { using type = store_contains_done; };
 template <>
 struct reply_of<store_step> { using type = store_step_done; };
+template <>
+struct reply_of<store_hello> { using type = store_welcome; };
 
 class door {
 public:

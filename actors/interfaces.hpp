@@ -22,6 +22,15 @@ using store_actor = caf::typed_actor<
   // tests only (node::test_corrupt_store): flips a byte of every committed object of a kind.
   caf::replies_to<store_corrupt>::with<int32_t>>;
 
+// The `ordo store` server process (actors/store_server.hpp), reached as a CAF remote actor.
+using store_server_actor = caf::typed_actor<
+  // a node's connector, first: opens a session for the sender (refused: ok = false, why).
+  caf::replies_to<store_hello>::with<store_welcome>,
+  // a session's connector, any time: which of `keys` are committed.
+  caf::replies_to<store_contains>::with<store_contains_done>,
+  // a session's connector, once per connector step (seq contiguous per session).
+  caf::replies_to<store_step>::with<store_step_done>>;
+
 using connector_actor = caf::typed_actor<
   // scheduler, once per new request, before the request is admitted.
   caf::replies_to<connector_lookup>::with<connector_lookup_done>,

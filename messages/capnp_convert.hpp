@@ -78,7 +78,9 @@ struct wire_type;
   X(store_grant, StoreGrant)                                                                     \
   X(store_step, StoreStep)                                                                       \
   X(store_step_done, StoreStepDone)                                                              \
-  X(store_corrupt, StoreCorrupt)
+  X(store_corrupt, StoreCorrupt)                                                                 \
+  X(store_hello, StoreHello)                                                                     \
+  X(store_welcome, StoreWelcome)
 
 ORDO_FOR_EACH_WIRE_TYPE(ORDO_WIRE_TYPE)
 

@@ -449,5 +449,27 @@ struct TraceRecord {
     storeStep @30 :StoreStep;
     storeStepDone @31 :StoreStepDone;
     storeCorrupt @32 :StoreCorrupt;
+    storeHello @33 :StoreHello;
+    storeWelcome @34 :StoreWelcome;
   }
+}
+
+struct StoreHello {
+  # node -> store server, first request of a session (ordo::store_hello).
+  wire @0 :Text;           # "ordo-wire-1"
+  wireDigest @1 :UInt64;   # digest of this file's text, embedded at build time
+  engineId @2 :Text;
+  namespaceId @3 :UInt64;
+  bootId @4 :Text;
+}
+
+struct StoreWelcome {
+  # store server -> node: the session is open (ok) or refused (why names both values).
+  ok @0 :Bool;
+  why @1 :Text;
+  storeId @2 :Text;
+  arenaBytes @3 :UInt64;
+  granularity @4 :Text;    # block | chunk
+  wireDigest @5 :UInt64;
+  bootId @6 :Text;
 }

@@ -120,4 +120,31 @@ struct store_corrupt {
 
 ORDO_FIELDS(store_corrupt, kind)
 
+// --- store server sessions (`ordo store`, docs/store.md) ---------------------------------------
+
+// node → store server, the first request of a session: who is asking and which wire it speaks.
+// Answered by store_welcome; a refusal has ok = false and `why` naming both values.
+struct store_hello {
+  std::string wire;          // "ordo-wire-1" (the CAF app identifier)
+  uint64_t wire_digest = 0;  // store_wire_digest(): digest of messages/ordo.capnp
+  std::string engine_id;     // the node's engine identity (runtime/engine_identity.hpp)
+  uint64_t namespace_id = 0;
+  std::string boot_id;       // /proc/sys/kernel/random/boot_id of the node's host
+};
+
+ORDO_FIELDS(store_hello, wire, wire_digest, engine_id, namespace_id, boot_id)
+
+// store server → node: the session is open (ok) or refused (why), and the store's own identity.
+struct store_welcome {
+  bool ok = false;
+  std::string why;          // empty when ok
+  std::string store_id;     // the store's engine identity
+  uint64_t arena_bytes = 0; // size of the store's shared arena
+  std::string granularity;  // "block" | "chunk" (store.granularity)
+  uint64_t wire_digest = 0; // the store's
+  std::string boot_id;      // the store's host
+};
+
+ORDO_FIELDS(store_welcome, ok, why, store_id, arena_bytes, granularity, wire_digest, boot_id)
+
 } // namespace ordo

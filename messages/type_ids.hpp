@@ -53,5 +53,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(ordo, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(ordo, (ordo::unit_transfer))
   CAF_ADD_TYPE_ID(ordo, (ordo::cancel_request))
   CAF_ADD_TYPE_ID(ordo, (ordo::stop_sequence))
+  CAF_ADD_TYPE_ID(ordo, (ordo::store_hello))
+  CAF_ADD_TYPE_ID(ordo, (ordo::store_welcome))
 
 CAF_END_TYPE_ID_BLOCK(ordo)

@@ -242,11 +242,16 @@ step_executor::~step_executor() = default;
 namespace {
 
 // Enqueues on the device and reports each operation to the sink (when there is one), in the
-// order it was enqueued, and its completion with a host callback on the same stream.
+// order it was enqueued, and its completion: on a device that runs host work (the CPU device)
+// with a host callback on the op's own stream; on a GPU, where each host callback stalls its
+// stream for tens of microseconds, every op of the step is reported done by the step's own
+// completion callback (finish()), so a GPU timeline shows when a step's work had all completed,
+// not each op's end.
 struct op_log {
   device& dev;
   device_op_sink* sink;
   command_header step;
+  std::vector<std::pair<uint64_t, stream_kind>> untimed; // reported done by finish()
 
   void note(stream_kind stream, device_op op, bool timed = true) {
     if (!sink)
@@ -255,13 +260,24 @@ struct op_log {
     uint64_t seq = sink->record_device_op(step, op);
     if (!timed)
       return;
-    dev.host_callback(stream, [sink = sink, step = step, stream, seq] {
-      device_op done;
-      done.op = device_op_kind::done;
-      done.stream = static_cast<uint8_t>(stream);
-      done.op_seq = seq;
-      sink->record_device_op(step, done);
-    });
+    if (!dev.runs_host_work()) {
+      untimed.push_back({seq, stream});
+      return;
+    }
+    dev.host_callback(stream, [sink = sink, step = step, stream, seq] { done(sink, step, seq, stream); });
+  }
+  static void done(device_op_sink* sink, const command_header& step, uint64_t seq, stream_kind stream) {
+    device_op d;
+    d.op = device_op_kind::done;
+    d.stream = static_cast<uint8_t>(stream);
+    d.op_seq = seq;
+    sink->record_device_op(step, d);
+  }
+  // Run by the step's completion callback: reports what note() left untimed.
+  static void finish(device_op_sink* sink, const command_header& step,
+                     const std::vector<std::pair<uint64_t, stream_kind>>& untimed) {
+    for (const auto& [seq, stream] : untimed)
+      done(sink, step, seq, stream);
   }
   event_id record(stream_kind stream) {
     event_id e = dev.record(stream);
@@ -418,7 +434,10 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
     if (r.sample)
       samples.push_back({r.request_id, r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1, 0, 0});
   d.dev.host_callback(stream_kind::compute, [&d, header = plan.header, samples = std::move(samples), started,
-                                            on_done = std::move(on_done)]() mutable {
+                                            on_done = std::move(on_done), sink = log.sink,
+                                            untimed = std::move(log.untimed)]() mutable {
+    if (sink)
+      op_log::finish(sink, header, untimed);
     step_done done;
     done.header = header;
     for (size_t i = 0; i < samples.size(); ++i) {

@@ -13,6 +13,7 @@
 #include "tools/bench.hpp"
 #include "runtime/version.hpp"
 #include "tools/demo.hpp"
+#include "tools/store.hpp"
 #include "tools/trace_tools.hpp"
 
 
@@ -96,6 +97,14 @@ int main(int argc, char** argv) {
   auto* port_opt = node_cmd->add_option("--port", port, "listen port 0..65535 (0 picks a free one)");
   std::string node_trace;
   node_cmd->add_option("--trace", node_trace, "record the run to this trace file (= --set trace.path=FILE)");
+
+  auto* store_cmd = app.add_subcommand("store", "serve the shared store of this host to its nodes (CAF remote actors)");
+  std::string store_config_path = "configs/store.toml";
+  std::vector<std::string> store_sets;
+  int store_port = 0;
+  store_cmd->add_option("--config", store_config_path, "store config (TOML)");
+  store_cmd->add_option("--set", store_sets, "override a config key: --set store.capacity_mb=64 (repeatable)");
+  auto* store_port_opt = store_cmd->add_option("--port", store_port, "actor port 0..65535 (0 picks a free one)");
 
   auto* demo_cmd = app.add_subcommand("demo", "run a multi-turn workload twice with an HBM eviction between");
   std::string demo_config = "configs/default.toml";
@@ -186,6 +195,14 @@ int main(int argc, char** argv) {
     if (!node_trace.empty())
       sets.push_back("trace.path=" + node_trace);
     return run_node(config_path, sets, *port_opt ? std::optional<int>(port) : std::nullopt);
+  }
+  if (*store_cmd) {
+    if (*store_port_opt && (store_port < 0 || store_port > 65535)) {
+      std::cerr << "ordo store: --port " << store_port << ": must be between 0 and 65535 (0 picks a free one)\n";
+      return 2;
+    }
+    return ordo::run_store(store_config_path, store_sets,
+                           *store_port_opt ? std::optional<int>(store_port) : std::nullopt);
   }
   if (*demo_cmd) {
     if (!demo_trace.empty())

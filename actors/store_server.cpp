@@ -1,0 +1,353 @@
+#include "actors/store_server.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "runtime/host_store.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/sequence_check.hpp"
+
+#ifndef ORDO_WIRE_DIGEST
+#error "ORDO_WIRE_DIGEST must be defined by CMakeLists.txt (the digest of messages/ordo.capnp)"
+#endif
+
+namespace ordo {
+
+uint64_t store_wire_digest() {
+  return ORDO_WIRE_DIGEST;
+}
+
+void configure_store_wire(caf::actor_system_config& cfg) {
+  cfg.load<caf::io::middleman>();
+  cfg.add_message_types<caf::id_block::ordo>();
+  cfg.set("middleman.app-identifiers", std::vector<std::string>{store_wire_name});
+  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
+  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(15)});
+}
+
+// --- the arena --------------------------------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void arena_fail(const std::string& step, uint64_t bytes, int err) {
+  throw std::runtime_error("cannot create the store arena of " + std::to_string(bytes) + " bytes: " + step + ": " +
+                           std::strerror(err));
+}
+
+} // namespace
+
+store_arena::store_arena(uint64_t bytes) : size_(bytes) {
+  if (bytes == 0)
+    throw std::runtime_error("cannot create the store arena: its size is 0 bytes");
+  fd_ = memfd_create("ordo-store", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd_ < 0)
+    arena_fail("memfd_create", bytes, errno);
+  auto fail_closing = [&](const char* step) {
+    int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    arena_fail(step, bytes, err);
+  };
+  if (ftruncate(fd_, static_cast<off_t>(bytes)) != 0)
+    fail_closing("ftruncate");
+  if (fcntl(fd_, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0)
+    fail_closing("fcntl(F_ADD_SEALS)");
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED)
+    fail_closing("mmap");
+  data_ = static_cast<uint8_t*>(p);
+}
+
+store_arena::~store_arena() {
+  if (data_)
+    munmap(data_, size_);
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+// --- the actor --------------------------------------------------------------------------------
+
+namespace {
+
+std::string hex64(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string quoted(const std::string& s) {
+  return "\"" + s + "\"";
+}
+
+// One node connector's session: what it holds in the shared store, so its death releases it.
+struct session {
+  std::string engine_id;
+  uint64_t namespace_id = 0;
+  sequence_check steps;
+  std::unordered_map<object_key, int32_t, object_key_hash> pins; // key → pins this session holds
+  std::unordered_set<object_key, object_key_hash> reservations;  // reserved, not committed or aborted
+};
+
+struct store_server_state {
+  std::unique_ptr<host_store> core;
+  uint64_t arena_bytes = 0;
+  std::string granularity;
+  std::string boot_id;
+  std::shared_ptr<store_server_shared> shared;
+  std::map<caf::actor_addr, session> sessions;
+  door io;
+  static inline const char* name = "store_server";
+
+  void publish() {
+    const store_stats st = core ? core->stats() : store_stats{};
+    const auto n = static_cast<int64_t>(sessions.size());
+    shared->update([&](store_server_view& v) {
+      v.stats = st;
+      v.sessions = n;
+    });
+  }
+};
+
+using self_ptr = store_server_actor::stateful_pointer<store_server_state>;
+
+// The session's record of what it holds, after `step` was applied and answered by `done`.
+void track(session& s, const store_step& step, const store_step_done& done) {
+  for (const auto& k : step.commits)
+    s.reservations.erase(k);
+  for (const auto& k : step.aborts)
+    s.reservations.erase(k);
+  for (const auto& k : step.unpins) {
+    auto it = s.pins.find(k);
+    if (it != s.pins.end() && --it->second <= 0)
+      s.pins.erase(it);
+  }
+  for (const auto& g : done.pins)
+    if (g.ok)
+      ++s.pins[g.key];
+  for (const auto& g : done.reserves)
+    if (g.ok)
+      s.reservations.insert(g.key);
+}
+
+// The answer to a hello: a session for its sender, or a refusal naming both values.
+store_welcome welcome(self_ptr self, const store_hello& h) {
+  auto& st = self->state;
+  store_welcome w;
+  w.store_id = st.shared->engine_id();
+  w.arena_bytes = st.core ? st.arena_bytes : 0;
+  w.granularity = st.granularity;
+  w.wire_digest = store_wire_digest();
+  w.boot_id = st.boot_id;
+  auto refuse = [&](std::string why) {
+    spdlog::warn("store: hello of engine {} refused: {}", quoted(h.engine_id), why);
+    st.shared->update([](store_server_view& v) { ++v.hellos_refused_total; });
+    w.ok = false;
+    w.why = std::move(why);
+    return w;
+  };
+  const caf::strong_actor_ptr& sender = self->current_sender();
+  if (!sender)
+    return refuse("store_hello from no actor: send it as a request");
+  if (h.wire != store_wire_name)
+    return refuse("wire " + quoted(h.wire) + " differs from the store's " + quoted(store_wire_name));
+  if (h.wire_digest != store_wire_digest())
+    return refuse("wire digest " + hex64(h.wire_digest) + " differs from the store's " +
+                  hex64(store_wire_digest()) + " (built from another messages/ordo.capnp)");
+  if (h.engine_id.empty())
+    return refuse("engine id is empty");
+  const auto addr = caf::actor_cast<caf::actor_addr>(sender);
+  for (const auto& [a, s] : st.sessions)
+    if (s.engine_id == h.engine_id && a != addr)
+      return refuse("engine id " + h.engine_id + " is already connected to this store");
+  auto it = st.sessions.find(addr);
+  if (it != st.sessions.end()) {
+    if (it->second.engine_id != h.engine_id)
+      return refuse("this actor already has a session as engine id " + it->second.engine_id + ", not " +
+                    h.engine_id);
+    w.ok = true; // a repeated hello: the same session
+    return w;
+  }
+  session s;
+  s.engine_id = h.engine_id;
+  s.namespace_id = h.namespace_id;
+  st.sessions.emplace(addr, std::move(s));
+  self->monitor(sender);
+  spdlog::info("store: session of engine {} opened (namespace {:016x}, boot id {})", h.engine_id,
+               h.namespace_id, h.boot_id);
+  st.publish();
+  w.ok = true;
+  return w;
+}
+
+store_server_actor::behavior_type store_server(self_ptr self, store_server_options opt) {
+  auto& st = self->state;
+  if (opt.arena && opt.arena_bytes > 0)
+    st.core = std::make_unique<host_store>(opt.arena, static_cast<size_t>(opt.arena_bytes));
+  st.arena_bytes = opt.arena_bytes;
+  st.granularity = opt.granularity;
+  st.boot_id = opt.boot_id;
+  st.shared = opt.shared;
+  st.shared->update([&](store_server_view& v) { v.granularity = opt.granularity; });
+  st.io = door("store_server", std::move(opt.tap));
+  st.publish();
+
+  // A session's actor is gone (its node ended, or the connection broke): drop its pins and abort
+  // its reservations in one synthetic step; its committed objects stay.
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    auto it = st.sessions.find(dm.source);
+    if (it == st.sessions.end())
+      return;
+    session& s = it->second;
+    store_step release;
+    for (const auto& [k, n] : s.pins)
+      for (int32_t i = 0; i < n; ++i)
+        release.unpins.push_back(k);
+    release.aborts.assign(s.reservations.begin(), s.reservations.end());
+    if (!release.unpins.empty() || !release.aborts.empty())
+      apply(st.core.get(), release);
+    spdlog::info("store: session of engine {} ended ({}): released {} pins and {} reservations", s.engine_id,
+                 caf::to_string(dm.reason), release.unpins.size(), release.aborts.size());
+    st.sessions.erase(it);
+    st.shared->update([](store_server_view& v) { ++v.sessions_ended_total; });
+    st.publish();
+  });
+
+  return {
+    [self](const store_hello& h) -> store_welcome {
+      auto& io = self->state.io;
+      io.received(self->current_sender(), h);
+      return io.reply(self, welcome(self, h));
+    },
+    [self](const store_contains& q) -> caf::result<store_contains_done> {
+      auto& st = self->state;
+      st.io.received(self->current_sender(), q);
+      if (st.sessions.count(caf::actor_cast<caf::actor_addr>(self->current_sender())) == 0) {
+        st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
+        return st.io.refuse(self, "store_contains_done",
+                            "store_contains from an actor with no session: send store_hello first");
+      }
+      return st.io.reply(self, apply(st.core.get(), q));
+    },
+    [self](const store_step& step) -> caf::result<store_step_done> {
+      auto& st = self->state;
+      st.io.received(self->current_sender(), step);
+      auto it = st.sessions.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+      if (it == st.sessions.end()) {
+        st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
+        return st.io.refuse(self, "store_step_done", "store_step from an actor with no session: send store_hello first");
+      }
+      session& s = it->second;
+      if (auto why = s.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
+        spdlog::error("store: engine {}: {}", s.engine_id, why);
+        st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
+        return st.io.refuse(self, "store_step_done", why);
+      }
+      // A session releases only what it holds: an unpin of a pin it does not hold or an abort of
+      // a reservation it did not make would take another node's.
+      store_step own = step;
+      auto held_pin = [&](const object_key& k) { return s.pins.count(k) != 0; };
+      auto held_res = [&](const object_key& k) { return s.reservations.count(k) != 0; };
+      own.unpins.clear();
+      std::unordered_map<object_key, int32_t, object_key_hash> unpinning;
+      for (const auto& k : step.unpins) {
+        if (held_pin(k) && unpinning[k] < s.pins[k]) {
+          ++unpinning[k];
+          own.unpins.push_back(k);
+        } else {
+          spdlog::warn("store: engine {}: unpin of an object it has not pinned (hash {:016x}) skipped", s.engine_id,
+                       k.hash);
+        }
+      }
+      own.aborts.clear();
+      for (const auto& k : step.aborts) {
+        if (held_res(k))
+          own.aborts.push_back(k);
+        else
+          spdlog::warn("store: engine {}: abort of an object it has not reserved (hash {:016x}) skipped",
+                       s.engine_id, k.hash);
+      }
+      auto applied = apply(st.core.get(), own);
+      track(s, own, applied.done);
+      if (auto& rec = st.io.tap().recorder)
+        for (const auto& g : applied.done.pins)
+          rec->store_verdict(g.key, g.status);
+      for (const auto& k : applied.commits_unreserved)
+        spdlog::warn("store: engine {}: commit of an object with no reservation (hash {:016x})", s.engine_id, k.hash);
+      for (const auto& k : applied.unpins_unpinned)
+        spdlog::warn("store: engine {}: unpin of an object that is not pinned (hash {:016x})", s.engine_id, k.hash);
+      st.publish();
+      return st.io.reply(self, std::move(applied.done));
+    },
+  };
+}
+
+} // namespace
+
+store_server_actor spawn_store_server(caf::actor_system& sys, store_server_options options) {
+  return sys.spawn(store_server, std::move(options));
+}
+
+// --- HTTP bodies ------------------------------------------------------------------------------
+
+std::string render_store_health(const store_server_view& v) {
+  nlohmann::json j = {
+      {"status", "ok"},
+      {"engine_id", v.engine_id},
+      {"sessions", v.sessions},
+      {"objects", v.stats.num_objects},
+      {"bytes_used", v.stats.bytes_used},
+      {"capacity_bytes", v.stats.bytes_capacity},
+      {"granularity", v.granularity},
+  };
+  return j.dump();
+}
+
+std::string render_store_metrics(const store_server_view& v) {
+  metrics_registry r; // built per scrape from the copy: counters start at 0 and take the totals
+  const store_stats& st = v.stats;
+  auto count = [&](const char* name, const char* help, int64_t value, const metric_labels& labels = {}) {
+    r.counter(name, help, labels).inc(static_cast<uint64_t>(value < 0 ? 0 : value));
+  };
+  auto gauge = [&](const char* name, const char* help, double value) { r.gauge(name, help).set(value); };
+  gauge("ordo_store_objects", "Objects committed in the store", static_cast<double>(st.num_objects));
+  gauge("ordo_store_bytes_used", "Store arena bytes taken by objects and reservations",
+        static_cast<double>(st.bytes_used));
+  gauge("ordo_store_capacity_bytes", "Store arena capacity", static_cast<double>(st.bytes_capacity));
+  gauge("ordo_store_sessions", "Live node sessions of the store", static_cast<double>(v.sessions));
+  count("ordo_store_commits_total", "Objects committed (visible) in the store", st.commits_total);
+  count("ordo_store_evictions_total", "Objects evicted from the store (LRU)", st.evictions_total);
+  count("ordo_store_pins_total", "Pins answered ok", st.pins_total);
+  const char* miss_help = "Pins that found no usable object, by reason";
+  count("ordo_store_misses_total", miss_help, st.misses_total, {{"reason", "missing"}});
+  count("ordo_store_misses_total", miss_help, st.checksum_failures_total, {{"reason", "checksum"}});
+  count("ordo_store_misses_total", miss_help, st.header_failures_total, {{"reason", "header"}});
+  count("ordo_store_checksum_failures_total", "Pins that found data changed since its commit",
+        st.checksum_failures_total);
+  count("ordo_store_reserves_total", "Reservations answered ok", st.reserves_total);
+  count("ordo_store_rejected_total", "Reservations refused (too large or no space)", st.rejected_total);
+  count("ordo_store_aborts_total", "Reservations aborted", st.aborts_total);
+  count("ordo_store_hellos_refused_total", "Session hellos refused (wire, digest or engine id)",
+        static_cast<int64_t>(v.hellos_refused_total));
+  count("ordo_store_requests_refused_total", "Store requests refused (no session or out of order)",
+        static_cast<int64_t>(v.requests_refused_total));
+  count("ordo_store_sessions_ended_total", "Sessions whose node went away (pins and reservations released)",
+        static_cast<int64_t>(v.sessions_ended_total));
+  return r.render_prometheus();
+}
+
+} // namespace ordo

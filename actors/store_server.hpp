@@ -1,0 +1,114 @@
+// The `ordo store` server (issue 12, docs/store.md): the store of one host, shared by its nodes,
+// reached over CAF remote actors (store_server_actor in actors/interfaces.hpp). Its bytes live in
+// a sealed memfd arena the server process owns (store_arena); the objects' bookkeeping is the same
+// pure core as the in-process store (runtime/host_store.hpp, through apply()).
+//
+// Sessions: a store_hello opens a session for its sender (monitored). Refused, with both values
+// named: another wire or wire digest, or an engine id another live session already uses.
+// store_step and store_contains from an actor with no session are refused ("send store_hello
+// first"). Each session has its own (epoch, seq) check. When a session's actor goes down (its
+// process ended or its connection broke) its pins are dropped and its reservations aborted;
+// committed objects stay.
+// Threads: the actor owns the host_store; the HTTP thread reads only store_server_shared.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "actors/door.hpp"
+#include "actors/interfaces.hpp"
+#include "messages/store.hpp"
+
+namespace ordo {
+
+// The CAF app identifier both sides set (middleman.app-identifiers) and store_hello::wire.
+inline constexpr const char* store_wire_name = "ordo-wire-1";
+
+// The first 64 bits of the SHA-256 of messages/ordo.capnp as this binary was built from it
+// (CMakeLists.txt embeds it). Equal on both sides iff they were built from the same schema text.
+uint64_t store_wire_digest();
+
+// Loads the middleman and sets what every ordo store peer needs: the ordo type ids, the app
+// identifier, heartbeats (1 s) and the connection timeout (15 s). Call before creating the system.
+void configure_store_wire(caf::actor_system_config& cfg);
+
+// A shared-memory arena: a memfd (MFD_CLOEXEC | MFD_ALLOW_SEALING) of `bytes`, sealed against
+// growing and shrinking, mapped shared and read-write. Throws std::runtime_error naming the step
+// that failed and why (e.g. "memfd_create: Function not implemented").
+class store_arena {
+public:
+  explicit store_arena(uint64_t bytes);
+  ~store_arena();
+  store_arena(const store_arena&) = delete;
+  store_arena& operator=(const store_arena&) = delete;
+
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  int fd() const { return fd_; } // for passing to nodes later (not done yet)
+
+private:
+  int fd_ = -1;
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// What GET /health and /metrics show: a copy made under the lock.
+struct store_server_view {
+  std::string engine_id;
+  std::string granularity;
+  store_stats stats;
+  int64_t sessions = 0;
+  uint64_t hellos_refused_total = 0;
+  uint64_t requests_refused_total = 0; // store_step / store_contains refused (no session, order)
+  uint64_t sessions_ended_total = 0;
+};
+
+// The state the server actor shares with other threads (the HTTP thread, the process's main).
+class store_server_shared {
+public:
+  void set_engine_id(std::string id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    view_.engine_id = std::move(id);
+  }
+  std::string engine_id() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return view_.engine_id;
+  }
+  store_server_view view() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return view_;
+  }
+  // The actor, after each change.
+  template <class F>
+  void update(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(view_);
+  }
+
+private:
+  mutable std::mutex mu_;
+  store_server_view view_;
+};
+
+struct store_server_options {
+  uint8_t* arena = nullptr; // owned by the caller (a store_arena), outlives the actor
+  uint64_t arena_bytes = 0;
+  std::string granularity = "block";
+  std::string boot_id; // the store's host (runtime/engine_identity.hpp), sent in the welcome
+  std::shared_ptr<store_server_shared> shared = std::make_shared<store_server_shared>();
+  trace_tap tap;
+};
+
+store_server_actor spawn_store_server(caf::actor_system& sys, store_server_options options);
+
+// GET /health's body: {"status":"ok","engine_id":…,"sessions":N,"objects":…,"bytes_used":…,
+// "capacity_bytes":…,"granularity":…}.
+std::string render_store_health(const store_server_view& v);
+// GET /metrics's body: Prometheus text, ordo_store_* series.
+std::string render_store_metrics(const store_server_view& v);
+
+} // namespace ordo

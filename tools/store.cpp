@@ -1,0 +1,138 @@
+#include "tools/store.hpp"
+
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include <pthread.h>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/http_server.hpp"
+#include "actors/store_server.hpp"
+#include "runtime/engine_identity.hpp"
+#include "runtime/store_config.hpp"
+
+namespace ordo {
+
+namespace {
+
+const char* signal_name(int sig) {
+  switch (sig) {
+  case SIGINT: return "SIGINT";
+  case SIGTERM: return "SIGTERM";
+  case SIGHUP: return "SIGHUP";
+  case SIGUSR1: return "SIGUSR1";
+  default: return "signal";
+  }
+}
+
+http_server::handler store_http_handler(std::shared_ptr<store_server_shared> shared) {
+  return [shared](http_request req, std::shared_ptr<http_responder> res) {
+    if (req.path != "/health" && req.path != "/metrics")
+      return res->send(404, "application/json",
+                       http_error_body(404, "no route for " + req.method + " " + req.path +
+                                                "; try GET /health, GET /metrics"));
+    if (req.method != "GET")
+      return res->send(405, "application/json", http_error_body(405, req.path + " takes GET"), {{"Allow", "GET"}});
+    if (req.path == "/health")
+      return res->send(200, "application/json", render_store_health(shared->view()));
+    return res->send(200, "text/plain; version=0.0.4", render_store_metrics(shared->view()));
+  };
+}
+
+} // namespace
+
+int run_store(const std::string& config_path, const std::vector<std::string>& sets, std::optional<int> port) {
+  std::signal(SIGPIPE, SIG_IGN);
+  // Blocked before any thread starts, so every thread inherits the mask and main sigwaits.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
+    sigaddset(&signals, sig);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  store_config cfg;
+  try {
+    auto overrides = sets;
+    if (port)
+      overrides.push_back("store.port=" + std::to_string(*port));
+    cfg = load_store_config_file(config_path, overrides);
+  } catch (const std::exception& e) {
+    std::cerr << "ordo store: invalid config: " << e.what() << "\n";
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+
+  std::unique_ptr<store_arena> arena;
+  try {
+    arena = std::make_unique<store_arena>(cfg.capacity_bytes());
+  } catch (const std::exception& e) {
+    std::cerr << "ordo store: " << e.what() << " (store.capacity_mb = " << cfg.capacity_mb << ")\n";
+    return 1;
+  }
+
+  caf::actor_system_config sys_cfg;
+  configure_store_wire(sys_cfg);
+  caf::actor_system sys{sys_cfg};
+
+  store_server_options opt;
+  opt.arena = arena->data();
+  opt.arena_bytes = arena->size();
+  opt.granularity = cfg.granularity;
+  opt.boot_id = boot_id();
+  auto shared = opt.shared;
+  store_server_actor server = spawn_store_server(sys, std::move(opt));
+  auto stop_server = [&] { caf::anon_send_exit(server, caf::exit_reason::user_shutdown); };
+
+  const std::string tcp_where = "tcp://" + cfg.host + ":" + std::to_string(cfg.port);
+  auto bound = sys.middleman().publish(server, static_cast<uint16_t>(cfg.port), cfg.host.c_str(), false);
+  if (!bound) {
+    std::cerr << "ordo store: cannot listen on " << tcp_where << " (store.port = " << cfg.port
+              << "): " << sys.render(bound.error()) << "\n";
+    stop_server();
+    return 1;
+  }
+  const uint16_t actor_port = *bound;
+  const std::string engine_id =
+      cfg.engine_id.empty() ? make_engine_id("store", actor_port, instance_nonce(), boot_id()) : cfg.engine_id;
+  shared->set_engine_id(engine_id);
+
+  http_server_options http_opt;
+  http_opt.host = cfg.host;
+  http_opt.port = cfg.http_port;
+  http_server http(http_opt, store_http_handler(shared));
+  int http_port = 0;
+  try {
+    http_port = http.start();
+  } catch (const std::exception& e) {
+    std::cerr << "ordo store: cannot listen on http://" << cfg.host << ":" << cfg.http_port
+              << " (store.http_port = " << cfg.http_port << "): " << e.what() << "\n";
+    sys.middleman().unpublish(server, actor_port);
+    stop_server();
+    return 1;
+  }
+  spdlog::info("ordo store: engine id {}, arena {} MiB (sealed memfd), granularity {}", engine_id, cfg.capacity_mb,
+               cfg.granularity);
+  std::cout << "listening on http://" << cfg.host << ":" << http_port << " tcp://" << cfg.host << ":" << actor_port
+            << std::endl;
+
+  int sig = 0;
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig == SIGINT || sig == SIGTERM)
+      break;
+    spdlog::warn("ordo store: {} ignored (SIGINT or SIGTERM stops the store)", signal_name(sig));
+  }
+  spdlog::info("ordo store: {}: stopping", signal_name(sig));
+  http.stop_accepting();
+  sys.middleman().unpublish(server, actor_port);
+  http.stop();
+  stop_server();
+  spdlog::info("ordo store: stopped");
+  return 0;
+}
+
+} // namespace ordo
