@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake g++ make ccache pkg-config
       libcaf-dev libcapnp-dev capnproto libuv1-dev libspdlog-dev catch2
       libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libhttp-parser-dev
-      curl prometheus)  # prometheus: promtool, which tests/test_metrics.cpp runs
+      curl prometheus python3)  # prometheus: promtool (tests/test_metrics.cpp); python3: cli tests
 [[ ${1:-} == --amd ]] && pkgs+=(hipcc libamdhip64-dev rocm-device-libs)
 missing=()
 for p in "${pkgs[@]}"; do
