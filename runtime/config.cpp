@@ -1,6 +1,7 @@
 #include "runtime/config.hpp"
 
 #include "runtime/device_registry.hpp"
+#include "runtime/toml_config.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -17,34 +18,12 @@ namespace ordo {
 
 namespace {
 
-// Allowed keys per section, in canonical order (describe() and error messages use it).
-const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
-  static const std::vector<std::pair<std::string, std::vector<std::string>>> s = {
-      {"model", {"preset", "size", "seed", "kv_dtype"}},
-      {"device", {"kind", "chaos_seed", "matmul"}},
-      {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
-      {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
-      {"kv_transfer", {"connector", "kv_role", "config"}},
-      {"store", {"capacity_mb"}},
-      {"server",
-       {"host", "port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
-        "max_body_bytes", "api_key", "admin_key"}},
-      {"log", {"level"}},
-      {"trace", {"path", "node"}},
-      {"faults", {"drop_edge"}},
-  };
-  return s;
-}
-
-// Keys whose value is text: a `--set` value for them is taken verbatim unless quoted.
-bool is_string_key(const std::string& dotted) {
-  static const std::vector<std::string> keys = {
-      "model.preset",          "model.size",          "model.kv_dtype",     "device.kind",
-      "device.matmul",         "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config", "server.host",
-      "server.api_key",        "server.admin_key",    "log.level",          "trace.path", "trace.node",
-      "faults.drop_edge"};
-  return std::find(keys.begin(), keys.end(), dotted) != keys.end();
-}
+using toml_config::contains;
+using toml_config::fail;
+using toml_config::in_quotes;
+using toml_config::is_host;
+using toml_config::join;
+using toml_config::shown;
 
 // Keys whose value no message may print. An unknown key that looks like one (a misspelt
 // server.api_key) is hidden too: its value is most likely a secret.
@@ -57,35 +36,36 @@ bool is_secret_key(const std::string& dotted) {
   return false;
 }
 
-std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
-  std::string out;
-  for (size_t i = 0; i < xs.size(); ++i)
-    out += (i ? sep : "") + xs[i];
-  return out;
+// Allowed keys per section, in canonical order (describe() and error messages use it), and the
+// keys whose value is text (a `--set` value for them is taken verbatim unless quoted).
+const toml_config::schema& node_schema() {
+  static const toml_config::schema s = [] {
+    toml_config::schema x;
+    x.sections = {
+      {"model", {"preset", "size", "seed", "kv_dtype"}},
+      {"device", {"kind", "chaos_seed", "matmul"}},
+      {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
+      {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
+      {"kv_transfer", {"connector", "kv_role", "config"}},
+      {"store", {"capacity_mb"}},
+      {"server",
+       {"host", "port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
+        "max_body_bytes", "api_key", "admin_key"}},
+      {"log", {"level"}},
+      {"trace", {"path", "node"}},
+      {"faults", {"drop_edge"}},
+    };
+    x.string_keys = {"model.preset",       "model.size",         "model.kv_dtype",     "device.kind",
+                     "device.matmul",      "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config",
+                     "server.host",        "server.api_key",     "server.admin_key",   "log.level",
+                     "trace.path",         "trace.node",         "faults.drop_edge"};
+    x.is_secret_key = is_secret_key;
+    return x;
+  }();
+  return s;
 }
 
-std::string in_quotes(const std::string& s) {
-  return "\"" + s + "\"";
-}
-
-// A TOML value as the user would have written it (strings quoted).
-std::string shown(const toml::node& n) {
-  if (auto s = n.as_string())
-    return in_quotes(s->get());
-  std::ostringstream os;
-  if (auto t = n.as_table()) { // a sub-table, shown on one line
-    toml::table copy = *t;
-    copy.is_inline(true);
-    os << copy;
-    return os.str();
-  }
-  n.visit([&](auto&& v) { os << v; });
-  return os.str();
-}
-
-[[noreturn]] void fail(const std::string& msg) {
-  throw config_error(msg);
-}
+bool is_string_key(const std::string& dotted) { return contains(node_schema().string_keys, dotted); }
 
 // --- enum names -------------------------------------------------------------------------------
 
@@ -131,9 +111,6 @@ const std::string& name_of(const std::vector<std::pair<E, std::string>>& table, 
   return unknown;
 }
 
-bool contains(const std::vector<std::string>& xs, const std::string& x) {
-  return std::find(xs.begin(), xs.end(), x) != xs.end();
-}
 
 void check_choice(const std::string& key, const std::string& value, const std::vector<std::string>& available) {
   if (!contains(available, value))
@@ -158,28 +135,6 @@ const std::string rule_max_body_bytes =
     "0 (derived from the model's context length) or a size in bytes between 1 and 1073741824";
 const std::string rule_secret = "printable ASCII without spaces, or \"\" for none";
 
-// An IP literal (IPv6 when it has a colon) or a DNS name: labels of 1..63 letters, digits, '-' or
-// '_', joined by dots. The HTTP server resolves names (localhost) when it binds.
-bool is_host(const std::string& h) {
-  if (h.empty() || h.size() > 253)
-    return false;
-  if (h.find(':') != std::string::npos)
-    return h.find_first_not_of("0123456789abcdefABCDEF:.") == std::string::npos;
-  size_t start = 0;
-  for (;;) {
-    size_t dot = h.find('.', start);
-    std::string label = h.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
-      return false;
-    for (char c : label)
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
-        return false;
-    if (dot == std::string::npos)
-      return true;
-    start = dot + 1;
-  }
-}
-
 // A secret, checked without printing it: its key, whether set, and the first bad character's place.
 void check_secret(const std::string& key, const std::string& value) {
   for (size_t i = 0; i < value.size(); ++i) {
@@ -192,31 +147,12 @@ void check_secret(const std::string& key, const std::string& value) {
 
 // --- reading the TOML tree --------------------------------------------------------------------
 
-class reader {
+// The shared reader plus the node config's enum choices.
+class reader : public toml_config::reader {
 public:
-  explicit reader(const toml::table& root) : root_(root) {}
+  explicit reader(const toml::table& root) : toml_config::reader(root, node_schema()) {}
 
-  const toml::node* find(const std::string& section, const std::string& key) const {
-    auto sec = root_.get_as<toml::table>(section);
-    return sec ? sec->get(key) : nullptr;
-  }
-
-  bool has(const std::string& section, const std::string& key) const {
-    return find(section, key) != nullptr;
-  }
-
-  void string(const std::string& section, const std::string& key, std::string& out,
-              const std::string& rule) const {
-    auto n = find(section, key);
-    if (!n)
-      return;
-    auto s = n->as_string();
-    if (!s && is_secret_key(section + "." + key))
-      fail(section + "." + key + " (not shown): must be a string, " + rule);
-    if (!s)
-      fail(section + "." + key + " = " + shown(*n) + ": must be a string, " + rule);
-    out = s->get();
-  }
+  bool has(const std::string& section, const std::string& key) const { return find(section, key) != nullptr; }
 
   template <class E>
   void choice(const std::string& section, const std::string& key, E& out,
@@ -226,90 +162,7 @@ public:
     if (find(section, key))
       out = choice_named(section + "." + key, name, table);
   }
-
-  // Integers within [lo, hi] of the field's C++ type; finer ranges are validate()'s job.
-  int64_t integer(const std::string& section, const std::string& key, int64_t fallback,
-                  int64_t lo, int64_t hi, const std::string& rule) const {
-    auto n = find(section, key);
-    if (!n)
-      return fallback;
-    auto i = n->as_integer();
-    if (!i)
-      fail(section + "." + key + " = " + shown(*n) + ": must be an integer, " + rule);
-    int64_t v = i->get();
-    if (v < lo || v > hi)
-      fail(section + "." + key + " = " + std::to_string(v) + ": must be " + rule);
-    return v;
-  }
-
-private:
-  const toml::table& root_;
 };
-
-// Refuses keys and sections the schema does not list, naming what is allowed.
-void check_known_keys(const toml::table& root) {
-  std::vector<std::string> sections;
-  for (auto& [name, keys] : schema())
-    sections.push_back(name);
-  for (auto&& [k, node] : root) {
-    const std::string section(k.str());
-    auto it = std::find_if(schema().begin(), schema().end(),
-                           [&](auto& s) { return s.first == section; });
-    if (it == schema().end()) {
-      if (node.is_table())
-        fail("unknown section [" + section + "]; allowed sections: " + join(sections));
-      fail("unknown key " + section + " = " + shown(node) +
-           " at top level; keys belong in a section: " + join(sections));
-    }
-    auto tbl = node.as_table();
-    if (!tbl)
-      fail(section + " = " + shown(node) + ": must be a table ([" + section + "] section)");
-    for (auto&& [kk, value] : *tbl) {
-      const std::string key(kk.str());
-      if (!contains(it->second, key))
-        fail("unknown key " + section + "." + key + " = " +
-             (is_secret_key(section + "." + key) ? std::string("(not shown)") : shown(value)) +
-             "; allowed keys in [" + section + "]: " + join(it->second));
-    }
-  }
-}
-
-// Applies one `section.key=value`; the value is TOML when it parses as one, else plain text.
-void apply_override(toml::table& root, const std::string& item) {
-  auto eq = item.find('=');
-  if (eq == std::string::npos)
-    fail("--set " + in_quotes(item) + ": expected section.key=value, e.g. cache.block_size=16");
-  std::string dotted = item.substr(0, eq);
-  std::string raw = item.substr(eq + 1);
-  auto dot = dotted.find('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == dotted.size() ||
-      dotted.find('.', dot + 1) != std::string::npos)
-    fail("--set " + in_quotes(item) + ": key " + in_quotes(dotted) +
-         " must be section.key, e.g. server.port");
-  std::string section = dotted.substr(0, dot);
-  std::string key = dotted.substr(dot + 1);
-
-  toml::table parsed;
-  bool as_toml = false;
-  try {
-    parsed = toml::parse("v = " + raw);
-    auto v = parsed.get("v");
-    // A bare word for a text key (server.host=127.0.0.1, model.preset=dense) stays text.
-    as_toml = parsed.size() == 1 && v && (!is_string_key(dotted) || v->is_string());
-  } catch (const toml::parse_error&) {
-    as_toml = false;
-  }
-
-  if (!root.contains(section))
-    root.insert(section, toml::table{});
-  auto sec = root.get_as<toml::table>(section);
-  if (!sec)
-    fail("--set " + in_quotes(item) + ": " + section + " is not a table in the config file");
-  if (as_toml)
-    parsed.get("v")->visit([&](auto&& v) { sec->insert_or_assign(key, v); });
-  else
-    sec->insert_or_assign(key, raw);
-}
 
 // vLLM's --kv-transfer-config shape: {"kv_connector":"none","kv_role":"kv_both"}.
 void apply_kv_transfer_json(const reader& r, node_config& cfg) {
@@ -351,7 +204,6 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
 }
 
 node_config from_table(const toml::table& root) {
-  check_known_keys(root);
   reader r(root);
   node_config cfg;
   constexpr int64_t i32_min = INT32_MIN, i32_max = INT32_MAX, i64_max = INT64_MAX;
@@ -409,43 +261,13 @@ const char* to_string(connector_kind k) { return name_of(connector_names, k).c_s
 const char* to_string(kv_role r) { return name_of(kv_role_names, r).c_str(); }
 
 node_config parse_config(const std::string& toml_text, const std::vector<std::string>& overrides) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text);
-  } catch (const toml::parse_error& e) {
-    fail("config: TOML syntax error at line " + std::to_string(e.source().begin.line) +
-         ", column " + std::to_string(e.source().begin.column) + ": " +
-         std::string(e.description()));
-  }
-  for (auto& item : overrides)
-    apply_override(root, item);
-  node_config cfg = from_table(root);
+  node_config cfg = from_table(toml_config::parse(toml_text, overrides, node_schema()));
   validate(cfg);
   return cfg;
 }
 
 node_config load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
-  // An ifstream opens a directory and reads nothing: that would serve the defaults.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (status.type() == std::filesystem::file_type::not_found)
-    fail("config file " + in_quotes(path) + ": no such file");
-  if (status.type() == std::filesystem::file_type::directory)
-    fail("config file " + in_quotes(path) + ": is a directory; expected a TOML file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail("config file " + in_quotes(path) + ": cannot be opened");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return parse_config(ss.str(), overrides);
-  } catch (const config_error& e) {
-    // Syntax errors need the file name; value errors already name their key.
-    std::string msg = e.what();
-    if (msg.rfind("config: ", 0) == 0)
-      fail("config file " + in_quotes(path) + msg.substr(6));
-    throw;
-  }
+  return toml_config::load_file(path, [&](const std::string& text) { return parse_config(text, overrides); });
 }
 
 void validate(const node_config& cfg) {

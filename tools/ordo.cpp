@@ -13,38 +13,15 @@
 #include "tools/bench.hpp"
 #include "runtime/version.hpp"
 #include "tools/demo.hpp"
+#include "tools/process_signals.hpp"
 #include "tools/store.hpp"
 #include "tools/trace_tools.hpp"
 
 
 namespace {
 
-// Blocks the signals `ordo node` handles in every thread started after this, so main can
-// sigwait for them: SIGINT/SIGTERM drain and stop; SIGHUP/SIGUSR1 (a reload or a log rotation
-// elsewhere) are logged and ignored, since their default action would end the node.
-sigset_t block_node_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
-    sigaddset(&set, sig);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
-const char* signal_name(int sig) {
-  switch (sig) {
-  case SIGINT: return "SIGINT";
-  case SIGTERM: return "SIGTERM";
-  case SIGHUP: return "SIGHUP";
-  case SIGUSR1: return "SIGUSR1";
-  default: return "signal";
-  }
-}
-
 int run_node(const std::string& config_path, const std::vector<std::string>& sets, std::optional<int> port_override) {
-  // A peer that closes its socket mid-write must cost an EPIPE, never the process.
-  std::signal(SIGPIPE, SIG_IGN);
-  auto signals = block_node_signals(); // before any thread starts
+  auto signals = ordo::block_process_signals(); // before any thread starts
   ordo::node_config cfg;
   try {
     auto overrides = sets;
@@ -65,15 +42,9 @@ int run_node(const std::string& config_path, const std::vector<std::string>& set
     return 1;
   }
   std::cout << "listening on http://" << cfg.host << ":" << port << std::endl;
-  int sig = 0;
-  for (;;) {
-    sigwait(&signals, &sig);
-    if (sig == SIGINT || sig == SIGTERM)
-      break;
-    spdlog::warn("ordo node: {} ignored (no reload: the config is read at start; SIGINT or SIGTERM stops the node)",
-                 signal_name(sig));
-  }
-  spdlog::info("ordo node: {}: draining in-flight requests", signal_name(sig));
+  int sig = ordo::wait_for_stop_signal(signals, "ordo node",
+                                       "no reload: the config is read at start; SIGINT or SIGTERM stops the node");
+  spdlog::info("ordo node: {}: draining in-flight requests", ordo::signal_name(sig));
   n.drain_and_stop();
   spdlog::info("ordo node: stopped");
   return 0;

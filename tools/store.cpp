@@ -1,10 +1,8 @@
 #include "tools/store.hpp"
 
-#include <csignal>
 #include <iostream>
 #include <memory>
 
-#include <pthread.h>
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
@@ -14,20 +12,11 @@
 #include "actors/store_server.hpp"
 #include "runtime/engine_identity.hpp"
 #include "runtime/store_config.hpp"
+#include "tools/process_signals.hpp"
 
 namespace ordo {
 
 namespace {
-
-const char* signal_name(int sig) {
-  switch (sig) {
-  case SIGINT: return "SIGINT";
-  case SIGTERM: return "SIGTERM";
-  case SIGHUP: return "SIGHUP";
-  case SIGUSR1: return "SIGUSR1";
-  default: return "signal";
-  }
-}
 
 http_server::handler store_http_handler(std::shared_ptr<store_server_shared> shared) {
   return [shared](http_request req, std::shared_ptr<http_responder> res) {
@@ -46,13 +35,7 @@ http_server::handler store_http_handler(std::shared_ptr<store_server_shared> sha
 } // namespace
 
 int run_store(const std::string& config_path, const std::vector<std::string>& sets, std::optional<int> port) {
-  std::signal(SIGPIPE, SIG_IGN);
-  // Blocked before any thread starts, so every thread inherits the mask and main sigwaits.
-  sigset_t signals;
-  sigemptyset(&signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
-    sigaddset(&signals, sig);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto signals = block_process_signals(); // before any thread starts
 
   store_config cfg;
   try {
@@ -119,13 +102,7 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   std::cout << "listening on http://" << cfg.host << ":" << http_port << " tcp://" << cfg.host << ":" << actor_port
             << std::endl;
 
-  int sig = 0;
-  for (;;) {
-    sigwait(&signals, &sig);
-    if (sig == SIGINT || sig == SIGTERM)
-      break;
-    spdlog::warn("ordo store: {} ignored (SIGINT or SIGTERM stops the store)", signal_name(sig));
-  }
+  int sig = wait_for_stop_signal(signals, "ordo store", "SIGINT or SIGTERM stops the store");
   spdlog::info("ordo store: {}: stopping", signal_name(sig));
   http.stop_accepting();
   sys.middleman().unpublish(server, actor_port);
