@@ -32,63 +32,55 @@ auto feed(self_ptr self) {
 
 void refused(self_ptr self, const std::string& what);
 
-// Sends what the core decided: commands to the pool, connector and runner, answers to clients.
-void emit(self_ptr self, scheduler_commands out) {
-  auto& st = self->state;
-  auto& io = st.io;
-  if (!out.fatal.empty()) {
-    spdlog::critical("scheduler: {}; failing every request in flight", out.fatal);
-    for (auto& [id, who] : st.requesters)
-      io.send(self, who, completion_failed{id, "internal error: " + out.fatal, "server_error"});
-    st.requesters.clear();
-    return;
-  }
-  for (auto& l : out.lookups)
-    io.request(self, st.handles.connector, std::move(l), feed<connector_lookup_done>(self),
-               [self](caf::error& err) { refused(self, "connector lookup failed: " + caf::to_string(err)); });
-  for (auto& c : out.chunks)
-    if (auto it = st.requesters.find(c.request_id); it != st.requesters.end())
-      io.send(self, it->second, std::move(c));
-  for (auto& r : out.results) {
+// Sends what the core decided (in dispatch's order): commands to the pool, connector and runner,
+// answers to clients.
+struct emitter {
+  self_ptr self;
+
+  void ended(const completion_result& r) const {
     spdlog::info("request {} finished: prompt {} tokens, resume_at {}, from hbm {} cpu {} store {}, {} tokens "
                  "({}), {:.1f} ms",
                  r.request_id, r.prompt_tokens, r.resume_at, r.from_hbm, r.from_cpu, r.from_store,
                  r.token_ids.size(), r.finish_reason, r.duration_ms);
-    if (st.observer)
-      st.observer(st.core->stats(), &r);
-    if (auto it = st.requesters.find(r.request_id); it != st.requesters.end()) {
-      io.send(self, it->second, std::move(r));
-      st.requesters.erase(it);
-    }
+    if (self->state.observer)
+      self->state.observer(self->state.core->stats(), &r);
   }
-  if (out.stats_changed && st.observer)
-    st.observer(st.core->stats(), nullptr);
-  for (auto& f : out.failures) {
-    spdlog::info("request {} failed: {}", f.request_id, f.message);
-    if (auto it = st.requesters.find(f.request_id); it != st.requesters.end()) {
-      io.send(self, it->second, std::move(f));
-      st.requesters.erase(it);
-    }
-  }
-  for (auto& e : out.evictions) {
+  void ended(const completion_failed& f) const { spdlog::info("request {} failed: {}", f.request_id, f.message); }
+  void ended(const evict_result& e) const {
     spdlog::info("evicted {} {} {}", e.num_blocks, e.tier, e.tier == "cpu" ? "objects" : "blocks");
-    if (auto it = st.evict_requesters.find(e.request_id); it != st.evict_requesters.end()) {
-      io.send(self, it->second, std::move(e));
-      st.evict_requesters.erase(it);
-    }
   }
-  if (out.pool)
-    io.request(self, st.handles.pool, std::move(*out.pool), feed<pool_step_done>(self),
-               [self](caf::error& err) { refused(self, "block pool refused a step: " + caf::to_string(err)); });
-  if (out.connector)
-    io.request(self, st.handles.connector, std::move(*out.connector), feed<connector_step_done>(self),
-               [self](caf::error& err) { refused(self, "connector refused a step: " + caf::to_string(err)); });
-  if (out.plan) {
-    spdlog::debug("scheduler: step ({}, {}) with {} requests, {} loads, {} saves", out.plan->header.epoch,
-                  out.plan->header.seq, out.plan->requests.size(), out.plan->loads.size(), out.plan->saves.size());
-    io.request(self, st.handles.runner, std::move(*out.plan), feed<step_done>(self),
-               [self](caf::error& err) { refused(self, "model runner refused a step: " + caf::to_string(err)); });
+  template <class T>
+  void answer(const completion_client_actor& who, T&& m) const {
+    self->state.io.send(self, who, std::forward<T>(m));
   }
+  void stats() const {
+    if (self->state.observer)
+      self->state.observer(self->state.core->stats(), nullptr);
+  }
+  void command(connector_lookup&& l) const {
+    self->state.io.request(self, self->state.handles.connector, std::move(l), feed<connector_lookup_done>(self),
+                           [s = self](caf::error& err) { refused(s, "connector lookup failed: " + caf::to_string(err)); });
+  }
+  void command(pool_step&& p) const {
+    self->state.io.request(self, self->state.handles.pool, std::move(p), feed<pool_step_done>(self),
+                           [s = self](caf::error& err) { refused(s, "block pool refused a step: " + caf::to_string(err)); });
+  }
+  void command(connector_step&& c) const {
+    self->state.io.request(self, self->state.handles.connector, std::move(c), feed<connector_step_done>(self),
+                           [s = self](caf::error& err) { refused(s, "connector refused a step: " + caf::to_string(err)); });
+  }
+  void command(step_plan&& plan) const {
+    spdlog::debug("scheduler: step ({}, {}) with {} requests, {} loads, {} saves", plan.header.epoch,
+                  plan.header.seq, plan.requests.size(), plan.loads.size(), plan.saves.size());
+    self->state.io.request(self, self->state.handles.runner, std::move(plan), feed<step_done>(self),
+                           [s = self](caf::error& err) { refused(s, "model runner refused a step: " + caf::to_string(err)); });
+  }
+};
+
+void emit(self_ptr self, scheduler_commands out) {
+  if (!out.fatal.empty())
+    spdlog::critical("scheduler: {}; failing every request in flight", out.fatal);
+  dispatch(out, self->state.requesters, self->state.evict_requesters, emitter{self});
 }
 
 void on_event(self_ptr self, const scheduler_event& event, uint64_t ts_ns) {

@@ -16,6 +16,8 @@
 // Pure: no CAF.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -40,6 +42,59 @@ struct scheduler_commands {
   bool stats_changed = false; // the counters moved (metrics)
   std::string fatal;          // non-empty: the loop stopped; fail every request in flight
 };
+
+// How the scheduler sends one turn's commands, in this order, shared by its actor and by
+// `ordo replay` (which must see the same messages in the same order):
+//   sink.ended(message)          every result, failure and evict result, answered or not (logs,
+//                                metrics), just before its answer
+//   sink.answer(client, message) chunks, results, failures, evict results, to a client still
+//                                known; an answer that ends a request forgets its client
+//   sink.stats()                 once, between results and failures, when the counters moved
+//   sink.command(message)        lookups, then the pool step, connector step and plan
+// A `fatal` turn fails every known client instead and forgets them all. `clients` and
+// `evict_clients` map request ids to whoever asked (a cancel erases its entry beforehand).
+template <class Client, class Sink>
+void dispatch(scheduler_commands& c, std::map<uint64_t, Client>& clients, std::map<uint64_t, Client>& evict_clients,
+              Sink&& sink) {
+  if (!c.fatal.empty()) {
+    for (auto& [id, who] : clients)
+      sink.answer(who, completion_failed{id, "internal error: " + c.fatal, "server_error"});
+    clients.clear();
+    return;
+  }
+  auto answer = [&](auto& to, auto&& m, bool ends) {
+    auto it = to.find(m.request_id);
+    if (it == to.end())
+      return;
+    sink.answer(it->second, std::move(m));
+    if (ends)
+      to.erase(it);
+  };
+  for (auto& l : c.lookups)
+    sink.command(std::move(l));
+  for (auto& x : c.chunks)
+    answer(clients, std::move(x), false);
+  for (auto& x : c.results) {
+    sink.ended(x);
+    answer(clients, std::move(x), true);
+  }
+  if (c.stats_changed)
+    sink.stats();
+  for (auto& x : c.failures) {
+    sink.ended(x);
+    answer(clients, std::move(x), true);
+  }
+  for (auto& x : c.evictions) {
+    sink.ended(x);
+    answer(evict_clients, std::move(x), true);
+  }
+  if (c.pool)
+    sink.command(std::move(*c.pool));
+  if (c.connector)
+    sink.command(std::move(*c.connector));
+  if (c.plan)
+    sink.command(std::move(*c.plan));
+}
 
 class scheduler_core {
 public:

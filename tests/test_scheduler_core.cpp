@@ -4,6 +4,8 @@
 #include <catch.hpp>
 
 #include <deque>
+#include <string>
+#include <vector>
 #include <map>
 #include <variant>
 
@@ -147,4 +149,49 @@ TEST_CASE("scheduler core: beyond max_waiting a request is refused at once with 
   REQUIRE(l.failures.size() == 1);
   CHECK(l.failures[0].request_id == 5);
   CHECK(l.failures[0].type == "rate_limit_error");
+}
+
+namespace {
+
+// Records what dispatch hands a shell, as "kind:request:client".
+struct recording_sink {
+  std::vector<std::string>& out;
+  template <class T>
+  void ended(const T& m) const { out.push_back("ended:" + std::to_string(m.request_id)); }
+  void answer(int who, const completion_chunk& m) const { out.push_back("chunk:" + std::to_string(m.request_id) + ":" + std::to_string(who)); }
+  void answer(int who, const completion_result& m) const { out.push_back("result:" + std::to_string(m.request_id) + ":" + std::to_string(who)); }
+  void answer(int who, const completion_failed& m) const { out.push_back("failed:" + std::to_string(m.request_id) + ":" + std::to_string(who)); }
+  void answer(int who, const evict_result& m) const { out.push_back("evicted:" + std::to_string(m.request_id) + ":" + std::to_string(who)); }
+  void stats() const { out.push_back("stats"); }
+  template <class T>
+  void command(const T&) const { out.push_back("command"); }
+};
+
+} // namespace
+
+TEST_CASE("dispatch: answers go to known clients only, an ended request forgets its client") {
+  std::map<uint64_t, int> clients = {{1, 10}, {2, 20}}, evicters = {{7, 70}};
+  std::vector<std::string> sent;
+  scheduler_commands c;
+  c.chunks.push_back({1, 0, 65});
+  c.chunks.push_back({3, 0, 66}); // request 3's client went away (cancelled): not sent
+  completion_result r;
+  r.request_id = 1;
+  c.results.push_back(r);
+  c.stats_changed = true;
+  c.evictions.push_back({7, "hbm", 3});
+  c.pool = pool_step{};
+  dispatch(c, clients, evicters, recording_sink{sent});
+  CHECK(sent == std::vector<std::string>{"chunk:1:10", "ended:1", "result:1:10", "stats", "ended:7", "evicted:7:70",
+                                         "command"});
+  CHECK(clients == std::map<uint64_t, int>{{2, 20}});
+  CHECK(evicters.empty());
+
+  // A fatal turn fails only the clients still waiting, once.
+  scheduler_commands fatal;
+  fatal.fatal = "block pool refused a step";
+  sent.clear();
+  dispatch(fatal, clients, evicters, recording_sink{sent});
+  CHECK(sent == std::vector<std::string>{"failed:2:20"});
+  CHECK(clients.empty());
 }

@@ -185,22 +185,34 @@ struct replayer {
   virtual void consume(const any_message& in, uint64_t ts_ns, comparer& cmp) = 0;
 };
 
+// Collects what the scheduler shell would send (dispatch), for comparison.
+struct replay_sink {
+  comparer& cmp;
+  template <class T>
+  void ended(const T&) const {}
+  template <class T>
+  void answer(bool, T&& m) const { cmp.produced(out(m)); }
+  void stats() const {}
+  template <class T>
+  void command(T&& m) const { cmp.produced(out(m)); }
+};
+
 struct scheduler_replayer : replayer {
   scheduler_core core;
-  std::set<uint64_t> requesters, evicters;
+  std::map<uint64_t, bool> requesters, evicters; // request id → (no client to name: only known or not)
   explicit scheduler_replayer(const scheduler_options& o) : core(o) {}
 
   void consume(const any_message& in, uint64_t ts_ns, comparer& cmp) override {
     double now = static_cast<double>(ts_ns) / 1e6;
     scheduler_commands c;
     if (auto* r = std::get_if<completion_request>(&in)) {
-      requesters.insert(r->request_id);
+      requesters[r->request_id] = true;
       c = core.apply(*r, now);
     } else if (auto* x = std::get_if<cancel_request>(&in)) {
       requesters.erase(x->request_id);
       c = core.apply(*x, now);
     } else if (auto* e = std::get_if<evict_request>(&in)) {
-      evicters.insert(e->request_id);
+      evicters[e->request_id] = true;
       c = core.apply(*e, now);
     } else if (auto* s = std::get_if<std::string>(&in)) {
       c = core.refused(*s);
@@ -214,33 +226,8 @@ struct scheduler_replayer : replayer {
           },
           in);
     }
-    // As actors/scheduler.cpp emit() sends them, to the requesters it still knows.
-    if (!c.fatal.empty()) {
-      for (auto id : requesters)
-        cmp.produced(out(completion_failed{id, "internal error: " + c.fatal, "server_error"}));
-      requesters.clear();
-      return;
-    }
-    for (auto& l : c.lookups)
-      cmp.produced(out(l));
-    for (auto& x : c.chunks)
-      if (requesters.count(x.request_id))
-        cmp.produced(out(x));
-    for (auto& x : c.results)
-      if (requesters.erase(x.request_id))
-        cmp.produced(out(x));
-    for (auto& x : c.failures)
-      if (requesters.erase(x.request_id))
-        cmp.produced(out(x));
-    for (auto& x : c.evictions)
-      if (evicters.erase(x.request_id))
-        cmp.produced(out(x));
-    if (c.pool)
-      cmp.produced(out(*c.pool));
-    if (c.connector)
-      cmp.produced(out(*c.connector));
-    if (c.plan)
-      cmp.produced(out(*c.plan));
+    // What actors/scheduler.cpp sends, in its order, to the clients it still knows.
+    dispatch(c, requesters, evicters, replay_sink{cmp});
   }
 };
 
