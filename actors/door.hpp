@@ -128,7 +128,8 @@ public:
             },
             [d = *this, peer, on_error](caf::error& err) mutable {
               if (d.tap_.recorder)
-                d.tap_.recorder->error(d.actor_, trace_direction::in, peer, reply_name(), caf::to_string(err));
+                d.tap_.recorder->error(d.actor_, trace_direction::in, peer, wire_type<reply>::name,
+                                       caf::to_string(err));
               on_error(err);
             });
   }
@@ -166,7 +167,6 @@ public:
   const trace_tap& tap() const { return tap_; }
 
 private:
-  static const char* reply_name() { return "reply"; }
   std::string name_of(const caf::strong_actor_ptr& p) const {
     return p ? tap_.names->of(p->id()) : std::string("anonymous");
   }

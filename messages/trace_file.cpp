@@ -349,6 +349,11 @@ wire::TraceRecord::Reader trace_reader::record() const {
   return impl_->current->getRoot<wire::TraceRecord>();
 }
 
+kj::Array<capnp::word> trace_reader::take_record() {
+  impl_->current.reset();
+  return std::move(impl_->current_words);
+}
+
 wire::TraceHeader::Reader trace_contents::header() const { return header_record.getPayload().getHeader(); }
 
 wire::TraceRecord::Reader trace_contents::operator[](size_t i) const {
@@ -364,10 +369,7 @@ trace_contents read_trace(const std::string& path) {
   h.getPayload().setHeader(reader.header());
   out.header_record = h.asReader();
   while (reader.next()) {
-    auto r = reader.record();
-    capnp::MallocMessageBuilder copy(r.totalSize().wordCount + 1);
-    copy.setRoot(r);
-    out.words.push_back(capnp::messageToFlatArray(copy));
+    out.words.push_back(reader.take_record());
     out.readers.push_back(std::make_unique<capnp::FlatArrayMessageReader>(out.words.back().asPtr()));
   }
   out.truncated = reader.truncated();

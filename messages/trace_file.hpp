@@ -169,6 +169,8 @@ public:
   // Advances to the next whole record; false at the end of the file or at a record cut short.
   bool next();
   wire::TraceRecord::Reader record() const;
+  // The current record's words, handed over (record() is invalid until the next next()).
+  kj::Array<capnp::word> take_record();
   // Records read so far (the header not counted).
   uint64_t count() const { return count_; }
   // True when the file ended inside a record; truncation() says where.

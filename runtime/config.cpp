@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
@@ -320,10 +318,7 @@ void validate(const node_config& cfg) {
   check_secret("server.admin_key", cfg.admin_key);
 
   check_choice("log.level", cfg.log_level, log_levels);
-  bool node_ok = !cfg.trace_node.empty() && cfg.trace_node.size() <= 64;
-  for (char c : cfg.trace_node)
-    node_ok = node_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
-  if (!node_ok)
+  if (cfg.trace_node.empty() || !toml_config::is_name(cfg.trace_node))
     fail("trace.node = " + in_quotes(cfg.trace_node) + ": must be 1 to 64 letters, digits, '_', '-' or '.'");
 }
 
@@ -349,6 +344,8 @@ std::string describe(const node_config& cfg) {
      << " log.level=" << cfg.log_level;
   if (!cfg.trace_path.empty())
     os << " trace.path=" << cfg.trace_path;
+  if (cfg.trace_node != "node")
+    os << " trace.node=" << cfg.trace_node;
   if (cfg.drop_edge != fault_edge::none)
     os << " faults.drop_edge=" << to_string(cfg.drop_edge);
   return os.str();
@@ -384,8 +381,6 @@ std::string render_config_toml(const node_config& cfg) {
     }
     out += key + " = " + value + "\n";
   }
-  if (cfg.trace_node != "node")
-    out += "\n[trace]\nnode = \"" + cfg.trace_node + "\"\n";
   return out;
 }
 

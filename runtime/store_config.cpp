@@ -38,15 +38,6 @@ const std::string rule_capacity = "a size in MiB between 1 and 1073741824 (2^30)
 const std::string rule_port = "between 0 and 65535 (0 picks a free one)";
 const std::string rule_engine_id = "\"\" (derived) or 1 to 64 letters, digits, '_', '-' or '.'";
 
-bool is_engine_id(const std::string& s) {
-  if (s.size() > 64)
-    return false;
-  for (char c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
-      return false;
-  return true;
-}
-
 store_config from_table(const toml::table& root) {
   toml_config::reader r(root, store_schema());
   store_config cfg;
@@ -62,7 +53,7 @@ store_config from_table(const toml::table& root) {
     fail("store.host = " + in_quotes(cfg.host) + ": must be " + rule_host);
   if (!contains(granularities, cfg.granularity))
     fail("store.granularity = " + in_quotes(cfg.granularity) + ": must be one of " + join(granularities));
-  if (!is_engine_id(cfg.engine_id))
+  if (!toml_config::is_name(cfg.engine_id))
     fail("store.engine_id = " + in_quotes(cfg.engine_id) + ": must be " + rule_engine_id);
   if (!contains(log_levels, cfg.log_level))
     fail("log.level = " + in_quotes(cfg.log_level) + ": must be one of " + join(log_levels));

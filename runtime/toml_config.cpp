@@ -57,6 +57,15 @@ bool is_host(const std::string& h) {
   }
 }
 
+bool is_name(const std::string& s) {
+  if (s.size() > 64)
+    return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+      return false;
+  return true;
+}
+
 namespace {
 
 void check_known_keys(const toml::table& root, const schema& s) {

@@ -34,6 +34,9 @@ std::string shown(const toml::node& n);
 // An IP literal (IPv6 when it has a colon) or a DNS name: labels of 1..63 letters, digits, '-'
 // or '_', joined by dots.
 bool is_host(const std::string& h);
+// A name that goes into logs, timelines and identities unquoted: at most 64 letters, digits,
+// '_', '-' or '.' (empty allowed: the caller says whether it is).
+bool is_name(const std::string& s);
 
 // Parses `text`, applies each override, refuses keys and sections the schema does not list.
 toml::table parse(const std::string& text, const std::vector<std::string>& overrides, const schema& s);
