@@ -225,7 +225,7 @@ frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor schedu
         return;
       // hbm: blocks (their checkpoints go with them); cpu: host-tier objects.
       nlohmann::json body = {{"tier", result.tier},
-                             {result.tier == "cpu" ? "evicted_objects" : "evicted_blocks", result.num_blocks}};
+                             {result.tier == "hbm" ? "evicted_blocks" : "evicted_objects", result.num_blocks}};
       p.responder->send(200, json_type, body.dump());
     },
   };
@@ -286,6 +286,8 @@ http_server::handler make_http_handler(frontend_actor fe, std::shared_ptr<http_b
       if (req.method != "GET")
         return method_not_allowed("GET");
       nlohmann::json body = {{"status", draining->load() ? "draining" : "ok"}};
+      if (opt.health_fields)
+        body.update(opt.health_fields());
       return res->send(200, json_type, body.dump());
     }
     if (req.path == "/metrics") {
@@ -329,7 +331,19 @@ http_server::handler make_http_handler(frontend_actor fe, std::shared_ptr<http_b
         auto parsed = parse_evict_request(body);
         if (auto* e = std::get_if<api_error>(&parsed))
           return send_error(*res, *e, opt);
-        evict_request request{bridge->next_id(), std::get<std::string>(parsed)};
+        const std::string tier = std::get<std::string>(parsed);
+        // The host tier has one name per node: "cpu" in process, "store" for a store server.
+        if ((tier == "store" && opt.host_tier != "store") || (tier == "cpu" && opt.host_tier == "store"))
+          return send_error(*res,
+                            api_error{400,
+                                      tier == "store"
+                                          ? "tier \"store\": this node has no store server (kv_transfer.connector "
+                                            "is not \"store\"); use \"hbm\" or \"cpu\""
+                                          : "tier \"cpu\": this node's host tier is its store server; use "
+                                            "{\"tier\": \"store\"} or \"hbm\"",
+                                      "invalid_request_error"},
+                            opt);
+        evict_request request{bridge->next_id(), tier};
         bridge->put(request.request_id, {res, false, unix_seconds()});
         caf::anon_send(fe, std::move(request));
       });

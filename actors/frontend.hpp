@@ -24,6 +24,7 @@
 #include <thread>
 
 #include <caf/actor_system.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/door.hpp"
 #include "actors/http_server.hpp"
@@ -84,6 +85,11 @@ struct frontend_options {
   bool admin_disabled = false; // bound beyond loopback without an admin key: /admin/* is 403
   // Prometheus text for GET /metrics; called on the HTTP thread.
   std::function<std::string()> render_metrics;
+  // Members GET /health adds beside "status" (engine_id; the store link with connector "store").
+  std::function<nlohmann::json()> health_fields;
+  // The tier /admin/evict names for the host tier: "cpu" (offload), "store" (a store server), or
+  // "" (none); the other name is refused.
+  std::string host_tier;
   // Counts requests answered with an error (by HTTP status), called on any thread.
   std::function<void(int status)> on_error;
 };

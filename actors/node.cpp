@@ -5,6 +5,7 @@
 #include <thread>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/block_pool.hpp"
@@ -14,6 +15,10 @@
 #include "actors/model_runner.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/store.hpp"
+#include "actors/store_client.hpp"
+#include "actors/store_server.hpp"
+#include "runtime/engine_identity.hpp"
+#include "runtime/shared_arena.hpp"
 #include "runtime/layouts.hpp"
 #include "runtime/memory_check.hpp"
 #include "runtime/model_presets.hpp"
@@ -27,9 +32,13 @@ namespace ordo {
 
 namespace {
 
-caf::actor_system_config make_actor_config() {
+// With a store server the middleman is loaded (configure_store_wire adds the message types).
+caf::actor_system_config make_actor_config(const node_config& node) {
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::ordo>();
+  if (node.connector == connector_kind::store)
+    configure_store_wire(cfg);
+  else
+    cfg.add_message_types<caf::id_block::ordo>();
   cfg.set("scheduler.max-threads", 2);
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   cfg.set("logger.console-verbosity", caf::atom("quiet"));
@@ -41,7 +50,7 @@ caf::actor_system_config make_actor_config() {
 // the KV arena with the weights.
 void check_host_memory(const node_config& cfg, const model_options& mo) {
   const uint64_t available = available_memory_bytes();
-  if (cfg.connector == connector_kind::offload)
+  if (cfg.connector == connector_kind::offload) // a store server's arena is the store's memory
     check_allocation("store.capacity_mb = " + std::to_string(cfg.store_capacity_mb),
                      static_cast<uint64_t>(cfg.store_capacity_mb) << 20, available);
   if (cfg.device_kind != device_kind::cpu)
@@ -57,12 +66,29 @@ void check_host_memory(const node_config& cfg, const model_options& mo) {
                    kv + weights, available);
 }
 
+// The first connection to the store server, waited for (bounded): a refusal (identity, wire,
+// host, expected identity) stops the node; an unreachable store is retried in the background
+// while the node serves and recomputes.
+void connect_store(const store_client_actor& client, store_link_status& link, const std::string& engine_id,
+                   const node_config& cfg) {
+  caf::anon_send(client, store_connect_atom_v, engine_id);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2 * cfg.store_deadline_ms + 2000);
+  while (!link.view().attempted && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const store_link_view v = link.view();
+  if (v.refused)
+    throw std::runtime_error("store.address = " + cfg.store_address + ": " + v.error);
+  if (!v.connected)
+    spdlog::warn("ordo node: the store server at tcp://{} is unreachable ({}); serving without it and retrying",
+                 cfg.store_address, v.attempted ? v.error : "no answer yet");
+}
+
 } // namespace
 
 struct node::impl {
   node_config cfg;
   trace_tap tap;
-  caf::actor_system_config actor_cfg = make_actor_config();
+  caf::actor_system_config actor_cfg = make_actor_config(cfg);
   std::unique_ptr<caf::actor_system> sys;
   std::shared_ptr<http_bridge> bridge = std::make_shared<http_bridge>();
   std::shared_ptr<std::atomic<bool>> draining = std::make_shared<std::atomic<bool>>(false);
@@ -72,6 +98,9 @@ struct node::impl {
   node_metrics_ptr metrics;
   std::shared_ptr<device> dev;
   uint8_t* host_arena = nullptr; // the store's memory, freed after every actor stopped
+  std::shared_ptr<host_window> window; // connector "store": where store arenas are mapped
+  std::shared_ptr<store_link_status> store_link;
+  std::string engine_id;
   caf::actor store;
   scheduler_actor scheduler;
   int port = 0;
@@ -80,9 +109,10 @@ struct node::impl {
   explicit impl(node_config c) : cfg(std::move(c)) {}
 
   void free_host_arena() {
-    if (host_arena && dev)
+    if (host_arena && dev && !window)
       dev->free_host_pinned(host_arena);
     host_arena = nullptr;
+    window.reset(); // after every actor stopped: the client unregistered what it mapped
   }
 };
 
@@ -139,12 +169,36 @@ int node::start() {
   d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);
   auto& sys = *d.sys;
   d.dev = dev;
-  if (opts.host_arena_bytes > 0)
-    d.host_arena = static_cast<uint8_t*>(dev->alloc_host_pinned(opts.host_arena_bytes));
-  auto store = spawn_store(sys, d.host_arena, opts.host_arena_bytes, tap);
+  store_actor store;
+  if (d.cfg.connector == connector_kind::store) {
+    // A store server's arenas are mapped into this window as sessions open (actors/store_client).
+    d.window = std::make_shared<host_window>(opts.host_arena_bytes);
+    d.host_arena = d.window->base();
+    const auto address = parse_host_port(d.cfg.store_address);
+    store_client_options sc;
+    sc.host = address->host;
+    sc.port = address->port;
+    sc.namespace_id = opts.namespace_id;
+    sc.expect_identity = d.cfg.store_expect_identity;
+    sc.deadline_ms = static_cast<uint32_t>(d.cfg.store_deadline_ms);
+    sc.window = d.window;
+    sc.dev = dev;
+    sc.tap = tap;
+    d.store_link = sc.status;
+    auto client = spawn_store_client(sys, std::move(sc));
+    store = caf::actor_cast<store_actor>(client);
+    spdlog::info("ordo node: host tier is the store server at tcp://{} (transport {}, deadline {} ms), chunk {} "
+                 "tokens, kv_role {}",
+                 d.cfg.store_address, d.cfg.store_transport, d.cfg.store_deadline_ms, d.cfg.chunk_size,
+                 to_string(d.cfg.kv_role));
+  } else {
+    if (opts.host_arena_bytes > 0)
+      d.host_arena = static_cast<uint8_t*>(dev->alloc_host_pinned(opts.host_arena_bytes));
+    store = spawn_store(sys, d.host_arena, opts.host_arena_bytes, tap);
+  }
   tap.names->add(store.id(), "store");
   d.store = caf::actor_cast<caf::actor>(store);
-  if (opts.offload)
+  if (opts.offload && !d.window)
     spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
                  dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, to_string(d.cfg.kv_role));
   auto connector = spawn_connector(sys, to_string(d.cfg.connector), opts.offload, store, 1, tap);
@@ -178,7 +232,20 @@ int node::start() {
     spdlog::warn("ordo node: server.host = {} is not loopback and server.admin_key is not set: /admin/* answers 403 "
                  "until an admin key is configured",
                  d.cfg.host);
-  fe_opts.render_metrics = [metrics] { return metrics->render(); };
+  auto link = d.store_link;
+  fe_opts.render_metrics = [metrics, link] {
+    return link ? metrics->render() + render_store_link_metrics(link->view()) : metrics->render();
+  };
+  fe_opts.host_tier = d.cfg.connector == connector_kind::store     ? "store"
+                      : d.cfg.connector == connector_kind::offload ? "cpu"
+                                                                   : "";
+  auto engine_id = std::make_shared<std::string>();
+  fe_opts.health_fields = [engine_id, link]() {
+    nlohmann::json j = {{"engine_id", *engine_id}};
+    if (link)
+      j["store"] = nlohmann::json::parse(render_store_link_health(link->view()));
+    return j;
+  };
   fe_opts.on_error = [metrics](int status) { metrics->count_error(status); };
   auto fe = spawn_frontend(sys, scheduler, d.bridge, fe_opts, tap);
   tap.names->add(fe.id(), "frontend");
@@ -198,6 +265,14 @@ int node::start() {
   d.http = std::make_unique<http_server>(http_opts, make_http_handler(fe, d.bridge, fe_opts, d.draining, d.parser));
   try {
     d.port = d.http->start();
+    // The engine identity names this live node (SPEC D3): its HTTP port, a nonce, the boot id.
+    d.engine_id = d.cfg.engine_id.empty()
+                      ? make_engine_id("node", static_cast<uint16_t>(d.port), instance_nonce(), boot_id())
+                      : d.cfg.engine_id;
+    *engine_id = d.engine_id;
+    spdlog::info("ordo node: engine id {}", d.engine_id);
+    if (d.store_link)
+      connect_store(caf::actor_cast<store_client_actor>(d.store), *d.store_link, d.engine_id, d.cfg);
   } catch (...) {
     d.http.reset();
     for (auto& a : d.actors)

@@ -152,6 +152,7 @@ store_welcome welcome(self_ptr self, const store_hello& h) {
   w.granularity = st.granularity;
   w.wire_digest = store_wire_digest();
   w.boot_id = st.boot_id;
+  w.arena_socket = st.shared->arena_socket();
   auto refuse = [&](std::string why) {
     spdlog::warn("store: hello of engine {} refused: {}", quoted(h.engine_id), why);
     st.shared->update([](store_server_view& v) { ++v.hellos_refused_total; });
@@ -241,7 +242,22 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
         return st.io.refuse(self, "store_contains_done",
                             "store_contains from an actor with no session: send store_hello first");
       }
-      return st.io.reply(self, apply(st.core.get(), q));
+      // A session sees only its namespace: other namespaces' keys are answered absent.
+      const uint64_t ns = st.sessions[caf::actor_cast<caf::actor_addr>(self->current_sender())].namespace_id;
+      store_contains own;
+      for (const auto& k : q.keys)
+        if (k.namespace_id == ns)
+          own.keys.push_back(k);
+      const auto mine = apply(st.core.get(), own);
+      store_contains_done found;
+      size_t next = 0;
+      for (const auto& k : q.keys)
+        found.present.push_back(k.namespace_id == ns ? mine.present[next++] : uint8_t{0});
+      while (found.num_leading_committed < static_cast<int32_t>(found.present.size()) &&
+             found.present[static_cast<size_t>(found.num_leading_committed)])
+        ++found.num_leading_committed;
+      found.granularity = st.granularity;
+      return st.io.reply(self, std::move(found));
     },
     [self](const store_step& step) -> caf::result<store_step_done> {
       auto& st = self->state;
@@ -281,8 +297,31 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
           spdlog::warn("store: engine {}: abort of an object it has not reserved (hash {:016x}) skipped",
                        s.engine_id, k.hash);
       }
-      auto applied = apply(st.core.get(), own);
+      // Pins and reserves outside the session's namespace are refused without reaching the store.
+      std::vector<size_t> foreign_pins, foreign_reserves;
+      auto keep_own = [&](std::vector<object_ref>& orders, std::vector<size_t>& foreign) {
+        std::vector<object_ref> kept;
+        for (size_t i = 0; i < orders.size(); ++i)
+          (orders[i].key.namespace_id == s.namespace_id ? kept.push_back(orders[i]) : foreign.push_back(i));
+        orders.swap(kept);
+      };
+      keep_own(own.pins, foreign_pins);
+      keep_own(own.reserves, foreign_reserves);
+      auto applied = apply(st.core.get(), own, s.namespace_id);
       track(s, own, applied.done);
+      auto refuse_foreign = [&](const std::vector<object_ref>& orders, const std::vector<size_t>& foreign,
+                                std::vector<store_grant>& answers) {
+        for (size_t i : foreign) {
+          store_grant g;
+          g.key = orders[i].key;
+          g.status = "namespace " + hex64(orders[i].key.namespace_id) + " is not this session's (" +
+                     hex64(s.namespace_id) + ")";
+          answers.insert(answers.begin() + static_cast<std::ptrdiff_t>(i), std::move(g));
+        }
+      };
+      refuse_foreign(step.pins, foreign_pins, applied.done.pins);
+      refuse_foreign(step.reserves, foreign_reserves, applied.done.reserves);
+      applied.done.granularity = st.granularity;
       if (auto& rec = st.io.tap().recorder)
         for (const auto& g : applied.done.pins)
           rec->store_verdict(g.key, g.status);

@@ -6,7 +6,8 @@
 // Sessions: a store_hello opens a session for its sender (monitored). Refused, with both values
 // named: another wire or wire digest, or an engine id another live session already uses.
 // store_step and store_contains from an actor with no session are refused ("send store_hello
-// first"). Each session has its own (epoch, seq) check. When a session's actor goes down (its
+// first"). Each session has its own (epoch, seq) check and sees only its namespace: keys of
+// another namespace are absent to it and refused, and its evict_all drops only its namespace. When a session's actor goes down (its
 // process ended or its connection broke) its pins are dropped and its reservations aborted;
 // committed objects stay.
 // Threads: the actor owns the host_store; the HTTP thread reads only store_server_shared.
@@ -48,7 +49,7 @@ public:
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
-  int fd() const { return fd_; } // for passing to nodes later (not done yet)
+  int fd() const { return fd_; } // handed to nodes by an arena_fd_server (runtime/shared_arena.hpp)
 
 private:
   int fd_ = -1;
@@ -59,6 +60,7 @@ private:
 // What GET /health and /metrics show: a copy made under the lock.
 struct store_server_view {
   std::string engine_id;
+  std::string arena_socket; // abstract AF_UNIX name handing out the arena's fd ("" = none yet)
   std::string granularity;
   store_stats stats;
   int64_t sessions = 0;
@@ -77,6 +79,14 @@ public:
   std::string engine_id() const {
     std::lock_guard<std::mutex> lock(mu_);
     return view_.engine_id;
+  }
+  void set_arena_socket(std::string name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    view_.arena_socket = std::move(name);
+  }
+  std::string arena_socket() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return view_.arena_socket;
   }
   store_server_view view() const {
     std::lock_guard<std::mutex> lock(mu_);

@@ -39,6 +39,8 @@ using hipHostFn_t = cudaHostFn_t;
 #define hipHostMallocDefault cudaHostAllocDefault
 #define hipHostMallocPortable cudaHostAllocPortable
 #define hipHostMallocMapped cudaHostAllocMapped
+#define hipHostRegisterMapped cudaHostRegisterMapped
+#define hipHostRegisterPortable cudaHostRegisterPortable
 
 #define hipGetErrorString cudaGetErrorString
 #define hipGetLastError cudaGetLastError
@@ -50,6 +52,8 @@ using hipHostFn_t = cudaHostFn_t;
 #define hipFree cudaFree
 #define hipHostMalloc cudaHostAlloc
 #define hipHostFree cudaFreeHost
+#define hipHostRegister cudaHostRegister
+#define hipHostUnregister cudaHostUnregister
 #define hipHostGetDevicePointer cudaHostGetDevicePointer
 #define hipMemset cudaMemset
 #define hipMemsetAsync cudaMemsetAsync

@@ -45,10 +45,11 @@ struct connector_lookup_done {
   std::string connector; // name of the connector that answered
   std::vector<kv_object> cpu_chunks;          // the objects covering [0, cpu_tokens), in order
   std::vector<int32_t> cpu_state_positions;   // boundaries with a committed state image, ascending
+  std::string granularity; // the store's (SPEC D2): "" or "block" = block, "chunk" = chunk
 };
 
 ORDO_FIELDS(connector_lookup_done, request_id, cpu_tokens, store_tokens, connector, cpu_chunks,
-            cpu_state_positions)
+            cpu_state_positions, granularity)
 
 // One load (host → page units) or save (page units → host) a request wants.
 struct transfer_order {
@@ -101,8 +102,9 @@ struct connector_step_done {
   std::vector<transfer_grant> saves;
   store_stats stats;
   int32_t num_evicted = 0; // objects dropped by evict_all
+  std::string granularity; // the store's (SPEC D2): "" or "block" = block, "chunk" = chunk
 };
 
-ORDO_FIELDS(connector_step_done, header, loads, saves, stats, num_evicted)
+ORDO_FIELDS(connector_step_done, header, loads, saves, stats, num_evicted, granularity)
 
 } // namespace ordo

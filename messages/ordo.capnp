@@ -237,6 +237,7 @@ struct ConnectorLookupDone {
   connector @3 :Text;
   cpuChunks @4 :List(KvObject);
   cpuStatePositions @5 :List(Int32);
+  granularity @6 :Text;  # the store's: "" or "block" = block, "chunk" = chunk (SPEC D2)
 }
 
 struct KvObject {
@@ -280,6 +281,7 @@ struct ConnectorStepDone {
   saves @2 :List(TransferGrant);
   stats @3 :StoreStats;
   numEvicted @4 :Int32;
+  granularity @5 :Text;  # the store's: "" or "block" = block, "chunk" = chunk (SPEC D2)
 }
 
 # --- messages/store.hpp -----------------------------------------------------------------------
@@ -297,6 +299,7 @@ struct StoreContains {
 struct StoreContainsDone {
   numLeadingCommitted @0 :Int32;
   present @1 :List(UInt8);  # per key: 1 if committed
+  granularity @2 :Text;  # the store's: "" or "block" = block, "chunk" = chunk (SPEC D2)
 }
 
 struct StoreStats {
@@ -346,6 +349,7 @@ struct StoreStepDone {
   reserves @2 :List(StoreGrant);
   stats @3 :StoreStats;
   numEvicted @4 :Int32;
+  granularity @5 :Text;  # the store's: "" or "block" = block, "chunk" = chunk (SPEC D2)
 }
 
 struct StoreCorrupt {
@@ -472,4 +476,5 @@ struct StoreWelcome {
   granularity @4 :Text;    # block | chunk
   wireDigest @5 :UInt64;
   bootId @6 :Text;
+  arenaSocket @7 :Text;    # abstract AF_UNIX name that hands out the arena's memfd
 }

@@ -14,6 +14,11 @@
 
 namespace ordo {
 
+// A store's granularity (store.granularity, SPEC D2) as its answers carry it: "chunk" stores and
+// serves whole chunks only (state images on the chunk grid); "" (the in-process store) and
+// "block" are block granularity.
+inline bool chunk_granularity(const std::string& g) { return g == "chunk"; }
+
 // Kind of a stored object (DESIGN §4).
 enum class object_kind : uint8_t { kv_chunk = 0, state_image = 1 };
 
@@ -36,9 +41,10 @@ ORDO_FIELDS(store_contains, keys)
 struct store_contains_done {
   int32_t num_leading_committed = 0;
   std::vector<uint8_t> present; // per key: 1 if committed (not verified: pin verifies)
+  std::string granularity;      // the store's (SPEC D2): "" or "block" = block, "chunk" = chunk
 };
 
-ORDO_FIELDS(store_contains_done, num_leading_committed, present)
+ORDO_FIELDS(store_contains_done, num_leading_committed, present, granularity)
 
 // Occupancy of the store, for metrics.
 // The store's own counters (runtime/host_store keeps exactly this struct).
@@ -108,9 +114,10 @@ struct store_step_done {
   std::vector<store_grant> reserves;
   store_stats stats;
   int32_t num_evicted = 0;
+  std::string granularity; // the store's (SPEC D2): "" or "block" = block, "chunk" = chunk
 };
 
-ORDO_FIELDS(store_step_done, header, pins, reserves, stats, num_evicted)
+ORDO_FIELDS(store_step_done, header, pins, reserves, stats, num_evicted, granularity)
 
 // Test hook (node::test_corrupt_store): flips one data byte of every committed object of `kind`.
 // Answered with the number of objects changed.
@@ -143,8 +150,9 @@ struct store_welcome {
   std::string granularity;  // "block" | "chunk" (store.granularity)
   uint64_t wire_digest = 0; // the store's
   std::string boot_id;      // the store's host
+  std::string arena_socket; // abstract AF_UNIX name (no leading NUL) that hands out the arena's fd
 };
 
-ORDO_FIELDS(store_welcome, ok, why, store_id, arena_bytes, granularity, wire_digest, boot_id)
+ORDO_FIELDS(store_welcome, ok, why, store_id, arena_bytes, granularity, wire_digest, boot_id, arena_socket)
 
 } // namespace ordo

@@ -55,5 +55,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(ordo, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(ordo, (ordo::stop_sequence))
   CAF_ADD_TYPE_ID(ordo, (ordo::store_hello))
   CAF_ADD_TYPE_ID(ordo, (ordo::store_welcome))
+  // The node's store client (actors/store_client.hpp): connect as this engine id; try again.
+  CAF_ADD_ATOM(ordo, ordo, store_connect_atom, "sconnect")
+  CAF_ADD_ATOM(ordo, ordo, store_retry_atom, "sretry")
 
 CAF_END_TYPE_ID_BLOCK(ordo)

@@ -520,7 +520,7 @@ std::variant<api_request, api_error> parse_chat_completion_request(const std::st
 }
 
 std::variant<std::string, api_error> parse_evict_request(const std::string& text) {
-  static const char* allowed = "tier must be one of: \"hbm\", \"cpu\"";
+  static const char* allowed = "tier must be one of: \"hbm\", \"cpu\", \"store\"";
   auto parsed = parse_body(text, "{\"tier\": \"hbm\"}");
   if (auto* e = std::get_if<api_error>(&parsed))
     return *e;
@@ -530,7 +530,7 @@ std::variant<std::string, api_error> parse_evict_request(const std::string& text
     return bad(std::string("tier is required: ") + allowed);
   if (!it->is_string())
     return bad(std::string(allowed) + ", got " + described(*it));
-  if (*it != "hbm" && *it != "cpu")
+  if (*it != "hbm" && *it != "cpu" && *it != "store")
     return bad(std::string(allowed) + ", got " + shown(*it));
   return it->get<std::string>();
 }

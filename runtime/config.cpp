@@ -45,7 +45,8 @@ const toml_config::schema& node_schema() {
       {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
       {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
       {"kv_transfer", {"connector", "kv_role", "config"}},
-      {"store", {"capacity_mb"}},
+      {"store", {"capacity_mb", "address", "transport", "expect_identity", "deadline_ms"}},
+      {"node", {"engine_id"}},
       {"server",
        {"host", "port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
         "max_body_bytes", "api_key", "admin_key"}},
@@ -55,6 +56,7 @@ const toml_config::schema& node_schema() {
     };
     x.string_keys = {"model.preset",       "model.size",         "model.kv_dtype",     "device.kind",
                      "device.matmul",      "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config",
+                     "store.address",      "store.transport",    "store.expect_identity", "node.engine_id",
                      "server.host",        "server.api_key",     "server.admin_key",   "log.level",
                      "trace.path",         "trace.node",         "faults.drop_edge"};
     x.is_secret_key = is_secret_key;
@@ -81,7 +83,8 @@ const std::vector<std::pair<matmul_mode, std::string>> matmul_names = {{matmul_m
                                                                       {matmul_mode::tf32, "tf32"}};
 const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
 const std::vector<std::pair<connector_kind, std::string>> connector_names = {{connector_kind::none, "none"},
-                                                                            {connector_kind::offload, "offload"}};
+                                                                            {connector_kind::offload, "offload"},
+                                                                            {connector_kind::store, "store"}};
 const std::vector<std::pair<fault_edge, std::string>> fault_edge_names = {
     {fault_edge::none, ""},
     {fault_edge::clear_load, "clear_load"},
@@ -127,6 +130,10 @@ E choice_named(const std::string& key, const std::string& name, const std::vecto
 // Rules shared by the reader (type errors) and validate() (range errors).
 const std::string rule_max_waiting = "between 1 and 1048576";
 const std::string rule_host = "a host name or IP address";
+const std::string rule_address = "\"HOST:PORT\", the actor endpoint `ordo store` prints (tcp://HOST:PORT)";
+const std::string rule_deadline = "between 100 and 600000 (milliseconds)";
+const std::string rule_engine_id = "\"\" (derived) or 1 to 64 letters, digits, '_', '-' or '.'";
+const std::vector<std::string> store_transports = {"shm", "tcp"};
 const std::string rule_timeout = "between 1 and 3600 (seconds)";
 const std::string rule_max_connections = "between 1 and 65536";
 const std::string rule_max_body_bytes =
@@ -181,10 +188,26 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
   }
   if (!j.is_object())
     fail(key + ": must be a JSON object like '" + example + "'");
-  const std::vector<std::string> allowed = {"kv_connector", "kv_role"};
+  const std::vector<std::string> allowed = {"kv_connector", "kv_role", "kv_connector_extra_config"};
   for (auto& [k, v] : j.items()) {
     if (!contains(allowed, k))
       fail(key + ": unknown key " + in_quotes(k) + "; allowed keys: " + join(allowed));
+    if (k == "kv_connector_extra_config") {
+      if (!v.is_object())
+        fail(key + ": kv_connector_extra_config = " + v.dump() + R"(: must be an object like {"address":"127.0.0.1:7000"})");
+      for (auto& [ek, ev] : v.items()) {
+        if (ek != "address")
+          fail(key + ": kv_connector_extra_config has unknown key " + in_quotes(ek) + "; allowed keys: address");
+        if (!ev.is_string())
+          fail(key + ": kv_connector_extra_config.address = " + ev.dump() + ": must be a string \"HOST:PORT\"");
+        std::string a = ev.get<std::string>();
+        if (r.has("store", "address") && a != cfg.store_address)
+          fail(key + ": kv_connector_extra_config.address = " + in_quotes(a) + " disagrees with store.address = " +
+               in_quotes(cfg.store_address) + "; set one of them");
+        cfg.store_address = a;
+      }
+      continue;
+    }
     if (!v.is_string())
       fail(key + ": " + k + " = " + v.dump() + ": must be a string");
   }
@@ -231,9 +254,14 @@ node_config from_table(const toml::table& root) {
 
   r.choice("kv_transfer", "connector", cfg.connector, connector_names);
   r.choice("kv_transfer", "kv_role", cfg.kv_role, kv_role_names);
-  apply_kv_transfer_json(r, cfg);
   cfg.store_capacity_mb = r.integer("store", "capacity_mb", cfg.store_capacity_mb, 0, 1 << 30,
                                     "a size in MiB between 0 and 2^30");
+  r.string("store", "address", cfg.store_address, rule_address);
+  r.string("store", "transport", cfg.store_transport, "one of " + join(store_transports));
+  r.string("store", "expect_identity", cfg.store_expect_identity, "a store engine id (\"\" = any)");
+  i32("store", "deadline_ms", cfg.store_deadline_ms, rule_deadline);
+  apply_kv_transfer_json(r, cfg);
+  r.string("node", "engine_id", cfg.engine_id, rule_engine_id);
 
   r.string("server", "host", cfg.host, rule_host);
   i32("server", "port", cfg.port, "between 0 and 65535");
@@ -301,6 +329,24 @@ void validate(const node_config& cfg) {
   if (cfg.connector == connector_kind::offload && cfg.store_capacity_mb < 1)
     bad("store.capacity_mb", cfg.store_capacity_mb, "at least 1 with kv_transfer.connector = \"offload\"");
 
+  if (cfg.connector == connector_kind::store) {
+    if (cfg.store_address.empty())
+      fail("store.address = \"\": kv_transfer.connector = \"store\" needs the store server's actor endpoint; "
+           "must be " + rule_address);
+  }
+  if (!cfg.store_address.empty() && !parse_host_port(cfg.store_address))
+    fail("store.address = " + in_quotes(cfg.store_address) + ": must be " + rule_address);
+  check_choice("store.transport", cfg.store_transport, store_transports);
+  if (cfg.store_transport == "tcp")
+    fail("store.transport = \"tcp\": bytes over the actor connection are not built yet (issue 12); "
+         "use \"shm\" with a store on this host");
+  if (cfg.store_deadline_ms < 100 || cfg.store_deadline_ms > 600000)
+    bad("store.deadline_ms", cfg.store_deadline_ms, rule_deadline);
+  if (!toml_config::is_name(cfg.store_expect_identity))
+    fail("store.expect_identity = " + in_quotes(cfg.store_expect_identity) + ": must be " + rule_engine_id);
+  if (!toml_config::is_name(cfg.engine_id))
+    fail("node.engine_id = " + in_quotes(cfg.engine_id) + ": must be " + rule_engine_id);
+
   if (!is_host(cfg.host))
     fail("server.host = " + in_quotes(cfg.host) + ": must be " + rule_host);
   if (cfg.port < 0 || cfg.port > 65535)
@@ -334,7 +380,15 @@ std::string describe(const node_config& cfg) {
      << " scheduler.max_num_seqs=" << cfg.max_num_seqs << " scheduler.max_waiting=" << cfg.max_waiting
      << " kv_transfer.connector=" << to_string(cfg.connector)
      << " kv_transfer.kv_role=" << to_string(cfg.kv_role)
-     << " store.capacity_mb=" << cfg.store_capacity_mb
+     << " store.capacity_mb=" << cfg.store_capacity_mb;
+  if (cfg.connector == connector_kind::store || !cfg.store_address.empty())
+    os << " store.address=" << cfg.store_address << " store.transport=" << cfg.store_transport
+       << " store.deadline_ms=" << cfg.store_deadline_ms;
+  if (!cfg.store_expect_identity.empty())
+    os << " store.expect_identity=" << cfg.store_expect_identity;
+  if (!cfg.engine_id.empty())
+    os << " node.engine_id=" << cfg.engine_id;
+  os
      << " server.host=" << cfg.host << " server.port=" << cfg.port
      << " server.header_timeout_s=" << cfg.header_timeout_s << " server.body_timeout_s=" << cfg.body_timeout_s
      << " server.idle_timeout_s=" << cfg.idle_timeout_s << " server.max_connections=" << cfg.max_connections
@@ -382,6 +436,22 @@ std::string render_config_toml(const node_config& cfg) {
     out += key + " = " + value + "\n";
   }
   return out;
+}
+
+std::optional<host_port> parse_host_port(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= text.size() || text.size() - colon - 1 > 5)
+    return std::nullopt;
+  std::string host = text.substr(0, colon), digits = text.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  for (char c : digits)
+    if (c < '0' || c > '9')
+      return std::nullopt;
+  const long port = std::stol(digits);
+  if (host.empty() || !is_host(host) || port < 1 || port > 65535)
+    return std::nullopt;
+  return host_port{host, static_cast<uint16_t>(port)};
 }
 
 model_options to_model_options(const node_config& cfg) {

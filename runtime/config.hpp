@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@
 namespace ordo {
 
 enum class device_kind : uint8_t { cpu, hip };
-enum class connector_kind : uint8_t { none, offload };
+enum class connector_kind : uint8_t { none, offload, store };
 enum class kv_role : uint8_t { kv_both, kv_producer, kv_consumer };
 
 // The names the config file uses.
@@ -44,10 +45,20 @@ struct node_config {
   int32_t max_num_seqs = 16;
   int32_t max_waiting = 256; // requests queued for admission (1..2^20); one more gets HTTP 429
   // [kv_transfer] (also settable as vLLM-shaped JSON: config = '{"kv_connector":..,"kv_role":..}')
-  connector_kind connector = connector_kind::none; // offload: the in-process host-memory tier
+  connector_kind connector = connector_kind::none; // offload: the in-process host-memory tier;
+                                                   // store: an `ordo store` server (store.address)
   ordo::kv_role kv_role = ordo::kv_role::kv_both;  // kv_producer saves only, kv_consumer loads only
   // [store]
   int64_t store_capacity_mb = 256; // host-memory tier size (pinned on a GPU device)
+  // With connector = "store" (docs/store.md): the server's actor endpoint "HOST:PORT" (also
+  // kv_connector_extra_config.address), how bytes travel ("shm": the store's shared arena on
+  // this host), the store identity to insist on ("" = any), the deadline of every store request.
+  std::string store_address;
+  std::string store_transport = "shm";
+  std::string store_expect_identity;
+  int32_t store_deadline_ms = 5000;
+  // [node]
+  std::string engine_id; // "" = derived from the HTTP port, an instance nonce and the boot id
   // [server]
   std::string host = "127.0.0.1"; // an IP address or a host name the HTTP server resolves
   int32_t port = 8000;
@@ -90,6 +101,14 @@ void validate(const node_config& cfg);
 std::string describe(const node_config& cfg);
 
 model_options to_model_options(const node_config& cfg);
+
+// "HOST:PORT" (an IPv6 host in brackets: "[::1]:7000") → host and port 1..65535; nullopt when
+// it is not one.
+struct host_port {
+  std::string host;
+  uint16_t port = 0;
+};
+std::optional<host_port> parse_host_port(const std::string& text);
 
 // The device `device.kind` names: the CPU device (with `device.chaos_seed`), or GPU 0 of the
 // linked GPU backend (throws, naming the build option, in a build without one).

@@ -34,6 +34,11 @@ public:
   // Page-locked host memory visible to copies (on the CPU device: plain host memory).
   virtual void* alloc_host_pinned(size_t bytes) = 0;
   virtual void free_host_pinned(void* ptr) = 0;
+  // Pins and maps host memory this process did not allocate (a store server's shared arena,
+  // mapped with mmap) so copies and kernels reach it like alloc_host_pinned memory; undone by
+  // unregister_host once no queued work touches it. The CPU device needs neither.
+  virtual void register_host(void* /*ptr*/, size_t /*bytes*/) {}
+  virtual void unregister_host(void* /*ptr*/) {}
 
   // Copies `bytes` from `src` to `dst` on `stream`, ordered with the stream's other work.
   virtual void copy_async(stream_kind stream, void* dst, const void* src, size_t bytes) = 0;

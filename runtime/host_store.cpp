@@ -192,8 +192,11 @@ pin_status host_store::pin(const object_key& key, uint64_t expected_fingerprint,
   return pin_status::ok;
 }
 
-int32_t host_store::evict_all() {
-  std::vector<object_key> victims(lru_.begin(), lru_.end());
+int32_t host_store::evict_all(std::optional<uint64_t> only_namespace) {
+  std::vector<object_key> victims;
+  for (const auto& key : lru_)
+    if (!only_namespace || key.namespace_id == *only_namespace)
+      victims.push_back(key);
   for (const auto& key : victims) {
     drop(key);
     ++stats_.evictions_total;
@@ -405,7 +408,7 @@ store_grant reserve_one(host_store* store, const object_ref& o) {
 
 } // namespace
 
-store_step_applied apply(host_store* store, const store_step& step) {
+store_step_applied apply(host_store* store, const store_step& step, std::optional<uint64_t> evict_namespace) {
   store_step_applied out;
   out.done.header = step.header;
   if (store) {
@@ -418,7 +421,7 @@ store_step_applied apply(host_store* store, const store_step& step) {
       if (!store->unpin(k))
         out.unpins_unpinned.push_back(k);
     if (step.evict_all)
-      out.done.num_evicted = store->evict_all();
+      out.done.num_evicted = store->evict_all(evict_namespace);
   }
   for (const auto& o : step.pins)
     out.done.pins.push_back(pin_one(store, o));

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <list>
 #include <map>
 #include <string>
@@ -99,9 +100,10 @@ public:
                  object_header& header, size_t& data_offset);
   // Drops one pin. False if `key` is not pinned.
   bool unpin(const object_key& key);
-  // Evicts every committed, unpinned object (POST /admin/evict {"tier":"cpu"}); returns how many.
-  // Pinned objects and reservations stay.
-  int32_t evict_all();
+  // Evicts every committed, unpinned object (POST /admin/evict {"tier":"cpu"}), or only those
+  // of one namespace (a store server evicting for one node); returns how many. Pinned objects
+  // and reservations stay.
+  int32_t evict_all(std::optional<uint64_t> only_namespace = std::nullopt);
 
   uint8_t* arena() const { return arena_; }
   const store_stats& stats() const { return stats_; }
@@ -158,7 +160,9 @@ struct store_step_applied {
 // describes other tokens than its order is unpinned again and refused.
 // NOTE(no-arena): `store` null (connector none) stores nothing: pins answer missing, reserves
 // no_space, stats stay zero.
-store_step_applied apply(host_store* store, const store_step& step);
+// `evict_namespace`: evict_all drops only that namespace's objects (a store server's session).
+store_step_applied apply(host_store* store, const store_step& step,
+                         std::optional<uint64_t> evict_namespace = std::nullopt);
 // Which keys are committed, and the length of the leading committed run; all absent if `store` is null.
 store_contains_done apply(const host_store* store, const store_contains& query);
 

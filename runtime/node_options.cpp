@@ -25,10 +25,14 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
     ns.matmul_numerics = std::string(to_string(cfg.matmul)) + "@" + facts.device_name;
   o.namespace_id = namespace_digest(ns, facts.dims, facts.state_layout_id);
 
-  const bool offload = cfg.connector == connector_kind::offload;
+  const bool store = cfg.connector == connector_kind::store;
+  const bool offload = cfg.connector == connector_kind::offload || store;
   const bool role_loads = cfg.kv_role != kv_role::kv_producer;
   const bool role_saves = cfg.kv_role != kv_role::kv_consumer;
-  o.host_arena_bytes = offload ? static_cast<size_t>(cfg.store_capacity_mb) << 20 : 0;
+  // A store server's arenas are mapped into a window the node reserves (runtime/shared_arena.hpp).
+  o.host_arena_bytes = store     ? static_cast<size_t>(store_window_bytes)
+                       : offload ? static_cast<size_t>(cfg.store_capacity_mb) << 20
+                                 : 0;
   if (offload) {
     offload_options p;
     p.namespace_id = o.namespace_id;
@@ -36,6 +40,7 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
     p.chunk_size = cfg.chunk_size;
     p.loads = role_loads;
     p.saves = role_saves;
+    p.name = to_string(cfg.connector);
     o.offload = p;
   }
 

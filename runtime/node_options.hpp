@@ -40,11 +40,16 @@ struct node_http_limits {
   size_t max_connections = 0;
 };
 
+// The address space a node reserves for the arenas of its store server sessions (connector
+// "store"): each session's arena is mapped at its own offset inside it, so a transfer granted by a
+// session that has ended still reaches that session's memory until it completes.
+inline constexpr uint64_t store_window_bytes = uint64_t{1} << 40;
+
 struct node_options {
   namespace_inputs namespace_in;
   uint64_t namespace_id = 0;
-  size_t host_arena_bytes = 0;           // the store's memory; 0 without the host tier
-  std::optional<offload_options> offload; // set with kv_transfer.connector = "offload"
+  size_t host_arena_bytes = 0;           // the store's memory (window with "store"); 0 without a host tier
+  std::optional<offload_options> offload; // set with kv_transfer.connector = "offload" or "store"
   step_executor_options executor;        // host_arena and test switches are the node's to set
   scheduler_options scheduler;
   std::string model_name; // what /v1/models lists

@@ -35,12 +35,29 @@ connector_lookup_done offload_policy::answer(const connector_lookup& lookup, con
   connector_lookup_done out;
   out.request_id = lookup.request_id;
   out.connector = opt_.name;
+  out.granularity = found.granularity;
   const int32_t nh = static_cast<int32_t>(lookup.hashes.size());
   if (!opt_.loads || found.present.size() != 2 * lookup.hashes.size())
     return out;
   auto kv_at = [&](int32_t j) { return found.present[2 * static_cast<size_t>(j - 1)] != 0; };
   auto state_at = [&](int32_t j) { return found.present[2 * static_cast<size_t>(j - 1) + 1] != 0; };
   const int32_t per_chunk = opt_.chunk_size / opt_.block_size;
+  if (chunk_granularity(found.granularity)) {
+    // SPEC D2, a chunk store: whole chunks only, never one that reaches the last prompt token
+    // (coverage and state images up to floor_chunk(P - 1)), state images on the chunk grid only.
+    const int32_t limit = std::max(0, (lookup.num_prompt_tokens - 1) / opt_.chunk_size * opt_.chunk_size);
+    const int32_t max_blocks = std::min(nh, limit / opt_.block_size);
+    int32_t pos = 0;
+    while (pos + per_chunk <= max_blocks && kv_at(pos + per_chunk)) {
+      out.cpu_chunks.push_back({pos, per_chunk, lookup.hashes[static_cast<size_t>(pos + per_chunk - 1)]});
+      pos += per_chunk;
+    }
+    out.cpu_tokens = pos * opt_.block_size;
+    for (int32_t j = per_chunk; j <= max_blocks; j += per_chunk)
+      if (state_at(j))
+        out.cpu_state_positions.push_back(j * opt_.block_size);
+    return out;
+  }
   int32_t pos = 0; // blocks covered, on the chunk grid while whole chunks continue
   while (pos < nh) {
     if (pos + per_chunk <= nh && kv_at(pos + per_chunk)) {
@@ -88,6 +105,7 @@ connector_step_done offload_policy::from_store(const connector_step& step, const
   out.header = step.header;
   out.stats = done.stats;
   out.num_evicted = done.num_evicted;
+  out.granularity = done.granularity;
   auto grants = [&](const std::vector<transfer_order>& orders, bool allowed, const std::vector<store_grant>& answers,
                     const char* refused, std::vector<transfer_grant>& into) {
     if (allowed && answers.size() != orders.size())

@@ -36,13 +36,17 @@ public:
   store_contains probe(const connector_lookup& lookup) const;
   // Reads the store's answer to probe(lookup): contiguous KV coverage from token 0 (whole
   // chunks, then at most one partial chunk starting on the chunk grid) and the state boundaries.
+  // A store of granularity "chunk" (found.granularity, SPEC D2): whole chunks only and state
+  // boundaries on the chunk grid only, both up to floor_chunk(P - 1), P = num_prompt_tokens.
+  // The answer carries the store's granularity on to the scheduler.
   connector_lookup_done answer(const connector_lookup& lookup, const store_contains_done& found) const;
 
   // The store step for a connector step: finished saves committed or aborted, finished loads
   // unpinned, an eviction of every unpinned object if asked, loads pinned and saves reserved
   // (those kv_role allows; the rest are refused here).
   store_step to_store(const connector_step& step) const;
-  // Grants for every order of `step`, in order, from the store's answer to to_store(step).
+  // Grants for every order of `step`, in order, from the store's answer to to_store(step); the
+  // store's granularity travels on. (to_store cannot know it: it runs before the answer.)
   connector_step_done from_store(const connector_step& step, const store_step_done& done) const;
 
 private:

@@ -71,6 +71,7 @@ struct scheduling::impl {
     std::vector<int32_t> cpu_state_positions;
     int32_t cpu_boundary = 0;  // where the host tier alone could resume it (SPEC C2), 0 = nowhere
     int32_t from_cpu = 0;
+    int32_t from_store = 0;    // the same, when the host tier is a store server
     bool parked = false;       // its loads are in the step in flight
     int32_t save_watermark = 0; // KV tokens [0, w) known stored (chunk grid, or the prompt's tail end)
     int32_t save_failures = 0;  // refused reserves of the boundary at the watermark (C5: at most 3)
@@ -123,6 +124,7 @@ struct scheduling::impl {
   step_plan plan_in_progress;
   std::vector<transfer_result> step_finished, pending_finished; // transfers of the step / to report
   std::vector<uint64_t> step_parked;                            // requests whose loads are in the step
+  bool chunk_store = false; // the store's granularity is "chunk" (SPEC D2), per its latest answer
 
   explicit impl(const scheduler_options& o)
       : opt(o), pool_stamp(o.epoch), step_stamp(o.epoch), connector_stamp(o.epoch) {
@@ -132,6 +134,9 @@ struct scheduling::impl {
       for (int32_t s = opt.max_state_slots - 1; s >= 0; --s)
         free_slots.push_back(s);
   }
+
+  // The host tier's name in reasons: "store" when it is a store server.
+  std::string tier_name() const { return opt.host_tier_is_store ? "store" : "host tier"; }
 
   void fail(uint64_t id, std::string message) {
     outbox.failures.push_back({id, std::move(message), "invalid_request_error"});
@@ -190,6 +195,7 @@ struct scheduling::impl {
     res.resume_at = r.resume_at;
     res.from_hbm = r.from_hbm;
     res.from_cpu = r.from_cpu;
+    res.from_store = r.from_store;
     res.reason = r.reason;
     res.reason_kind = r.reason_kind;
     res.logits_digest = r.digest;
@@ -340,6 +346,9 @@ struct scheduling::impl {
   // Saves of what a step computes for `r` (SPEC C1, C4): each whole chunk of the prompt the
   // step completes, the prompt's last partial chunk once the prompt is complete, and the state
   // images the step copies at the prompt-end anchor and at a rung at the prompt's end.
+  // A "chunk" store (SPEC D2): whole chunks only, and the state images the step copies on the
+  // chunk grid up to the prompt's length (the ladder's rungs when checkpoint_interval divides
+  // chunk_size), instead of the anchor and the prompt-end rung.
   void prepare_saves(request& r, int32_t end, const step_plan& plan, std::vector<transfer_order>& orders) {
     if (!opt.offload || !opt.offload_saves || r.save_failures >= 3)
       return;
@@ -357,11 +366,16 @@ struct scheduling::impl {
     int32_t reach = std::min(end, prompt), w = r.save_watermark;
     for (; w + opt.chunk_size <= reach; w += opt.chunk_size)
       kv_save(w, w + opt.chunk_size);
-    if (end >= prompt && prompt / bs * bs > w)
+    if (!chunk_store && end >= prompt && prompt / bs * bs > w)
       kv_save(w, prompt / bs * bs);
     int32_t anchor = (prompt - 1) / bs * bs;
+    auto saved_image = [&](int32_t position) {
+      if (chunk_store)
+        return position % opt.chunk_size == 0 && position <= prompt;
+      return position == anchor || position == prompt;
+    };
     for (const auto& c : plan.checkpoint_copies) {
-      if (c.request_id != r.spec.request_id || (c.position != anchor && c.position != prompt))
+      if (c.request_id != r.spec.request_id || !saved_image(c.position))
         continue;
       transfer_meta m;
       m.request_id = r.spec.request_id;
@@ -460,6 +474,7 @@ void scheduling::add(const completion_request& spec, double now_ms) {
 
 void scheduling::on_lookup_done(const connector_lookup_done& done) {
   auto& d = *impl_;
+  d.chunk_store = chunk_granularity(done.granularity);
   auto it = d.requests.find(done.request_id);
   if (it == d.requests.end() || it->second.state != request_state::looking_up)
     return;
@@ -752,6 +767,7 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
                            std::to_string(done.saves.size()) + " saves for " + std::to_string(d.load_meta.size()) +
                            " and " + std::to_string(d.save_meta.size()));
   d.stats.store = done.stats;
+  d.chunk_store = chunk_granularity(done.granularity);
   for (auto& e : d.cpu_evicts_in_flight)
     d.outbox.evictions.push_back({e.request_id, e.tier, done.num_evicted});
   d.cpu_evicts_in_flight.clear();
@@ -806,15 +822,16 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
       }
       d.step_parked.push_back(r.spec.request_id);
       if (r.num_preemptions == 0) {
-        r.from_cpu = loaded_end - H;
+        const int32_t loaded = loaded_end - H;
+        (d.opt.host_tier_is_store ? r.from_store : r.from_cpu) = loaded;
+        (d.opt.host_tier_is_store ? d.stats.prompt_tokens_from_store : d.stats.prompt_tokens_from_cpu) += loaded;
         r.resume_at = B;
-        d.stats.prompt_tokens_from_cpu += r.from_cpu;
         r.reason_kind = resume_reason::host_tier;
         r.reason = d.opt.has_recurrent_state
-                       ? "host tier holds KV up to token " + std::to_string(r.cpu_tokens) +
+                       ? d.tier_name() + " holds KV up to token " + std::to_string(r.cpu_tokens) +
                              " and a state image at " + std::to_string(B) + " (the largest at or below floor_" +
                              std::to_string(bs) + "(P - 1))"
-                       : "host tier holds KV up to token " + std::to_string(r.cpu_tokens) + "; resumed at floor_" +
+                       : d.tier_name() + " holds KV up to token " + std::to_string(r.cpu_tokens) + "; resumed at floor_" +
                              std::to_string(bs) + "(min(that, P - 1))";
       }
     } else {
@@ -838,7 +855,7 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
       r.save_watermark = std::min(r.save_watermark, lowest / d.opt.chunk_size * d.opt.chunk_size);
       if (r.num_preemptions == 0) {
         r.reason_kind = resume_reason::host_load_failed;
-        r.reason = "host tier load failed (" + refused->status + "): recomputed from token " + std::to_string(H);
+        r.reason = d.tier_name() + " load failed (" + refused->status + "): recomputed from token " + std::to_string(H);
       }
     }
     i = j;

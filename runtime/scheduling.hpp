@@ -61,6 +61,13 @@ struct scheduler_options {
   bool offload_saves = true; // kv_role allows saves
   int32_t chunk_size = 256;
   uint64_t unit_bytes = 0;   // bytes of one page unit (a block across every field)
+  // The store's granularity is learned from its answers (connector_lookup_done and
+  // connector_step_done `granularity`, the latest wins; block until one says "chunk"). With a
+  // "chunk" store (SPEC D2) only whole chunks are saved (no partial last chunk) and state images
+  // only at checkpoint copies on the chunk grid up to the prompt's length.
+  // The host tier is a store server (`ordo store`): results report its tokens as `from_store`
+  // (from_cpu = 0) and reasons say "store"; stats count them in prompt_tokens_from_store.
+  bool host_tier_is_store = false;
   // Requests looking up or waiting for admission; beyond it a new request is refused with
   // completion_failed type "rate_limit_error" (HTTP 429). 0: unbounded.
   int32_t max_waiting = 0;
@@ -97,6 +104,7 @@ struct scheduler_stats {
   int32_t num_images = 0;
   int32_t num_available_blocks = 0;
   int64_t prompt_tokens_from_cpu = 0; // prompt tokens whose KV was loaded from the host tier
+  int64_t prompt_tokens_from_store = 0; // the same, when the host tier is a store server (host_tier_is_store)
   int64_t loads_total = 0;            // objects loaded
   int64_t load_failures_total = 0;    // objects whose load was refused (missing, corrupt): recomputed
   int64_t saves_total = 0;            // objects saved

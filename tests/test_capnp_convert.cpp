@@ -269,6 +269,7 @@ TEST_CASE("bytes written by the typed capnp builders decode by field name", "[ca
     stats.setRejectedTotal(-10);
     stats.setAbortsTotal(12);
     b.setNumEvicted(-3);
+    b.setGranularity("chunk");
 
     connector_step_done want;
     want.header = {0, 5};
@@ -277,6 +278,7 @@ TEST_CASE("bytes written by the typed capnp builders decode by field name", "[ca
     want.stats.rejected_total = -10;
     want.stats.aborts_total = 12;
     want.num_evicted = -3;
+    want.granularity = "chunk";
     CHECK(decode_message<connector_step_done>(bytes_of(m)) == want);
   }
   {
@@ -287,7 +289,9 @@ TEST_CASE("bytes written by the typed capnp builders decode by field name", "[ca
     present.set(0, 1);
     present.set(1, 1);
     present.set(2, 0);
-    CHECK(decode_message<store_contains_done>(bytes_of(m)) == store_contains_done{2, {1, 1, 0}});
+    CHECK(decode_message<store_contains_done>(bytes_of(m)) == store_contains_done{2, {1, 1, 0}, ""});
+    b.setGranularity("chunk");
+    CHECK(decode_message<store_contains_done>(bytes_of(m)) == store_contains_done{2, {1, 1, 0}, "chunk"});
   }
   {
     // Fields left unset decode to the schema defaults, which mirror the C++ ones.
@@ -402,12 +406,12 @@ TEST_CASE("pool, connector and store messages round-trip", "[capnp]") {
 
   connector_lookup cl{big, {big, 2, 3}, 513};
   CHECK(round_trip(cl) == cl);
-  connector_lookup_done cld{big, 256, -64, "offload \xC3\xBC", {{0, 4, big}}, {128}};
+  connector_lookup_done cld{big, 256, -64, "offload \xC3\xBC", {{0, 4, big}}, {128}, "chunk"};
   CHECK(round_trip(cld) == cld);
 
   store_contains sc{{{big, 1, 0}, {2, big, 1}, {UINT64_MAX, 0, 255}}};
   CHECK(round_trip(sc) == sc);
-  store_contains_done scd{-4, {1, 0, 1}};
+  store_contains_done scd{-4, {1, 0, 1}, "chunk"};
   CHECK(round_trip(scd) == scd);
   store_stats st{-1, int64_t{1} << 40, INT64_MAX};
   CHECK(round_trip(st) == st);
@@ -435,7 +439,9 @@ TEST_CASE("transfer messages keep their flags apart", "[capnp]") {
   csd.loads = {{big, {7, big, 0}, true, "ok", big, 4096}};
   csd.saves = {{3, {7, 1, 1}, false, "full â no space", 0, 0}};
   csd.stats = {1, 2, 3, 4, 5, 6, 7, 8, 9, -10};
+  csd.granularity = "block";
   CHECK(round_trip(csd) == csd);
+  CHECK(round_trip(csd).granularity == "block");
   CHECK(round_trip(csd).stats.rejected_total == -10);
 
   store_step ss;
@@ -452,13 +458,16 @@ TEST_CASE("transfer messages keep their flags apart", "[capnp]") {
   ssd.pins = {{{7, 3, 0}, true, "ok", 0, 8192}};
   ssd.reserves = {{{7, 4, 1}, false, "no_space", big, 0}};
   ssd.stats.checksum_failures_total = 3;
+  ssd.granularity = "chunk";
   CHECK(round_trip(ssd) == ssd);
+  CHECK(round_trip(ssd).granularity == "chunk");
 
-  store_contains_done scd{2, {1, 1, 0, 1}};
+  store_contains_done scd{2, {1, 1, 0, 1}, ""};
   CHECK(round_trip(scd).present == std::vector<uint8_t>{1, 1, 0, 1});
 
-  connector_lookup_done cld{big, 320, 0, "offload", {{0, 4, big}, {4, 1, 9}}, {64, 256}};
+  connector_lookup_done cld{big, 320, 0, "offload", {{0, 4, big}, {4, 1, 9}}, {64, 256}, "chunk"};
   CHECK(round_trip(cld) == cld);
+  CHECK(round_trip(cld).granularity == "chunk");
 
   step_plan plan;
   plan.loads = {{big, 0, 4096, 8192, {3, -1, 4}}};

@@ -230,3 +230,106 @@ TEST_CASE("offload_policy: the store's answers become grants in order; a short a
   short_reserves.reserves.clear();
   CHECK_THROWS_WITH(p.from_store(step, short_reserves), Catch::Contains("0 of 1"));
 }
+
+// --- SPEC D2: a store of granularity "chunk" ------------------------------------------------------
+
+namespace {
+
+// A lookup of the full blocks of a `prompt`-token prompt (hashes 1000 + j, as lookup_of: a longer
+// prompt continues a shorter one).
+connector_lookup prompt_of(int32_t prompt) {
+  auto l = lookup_of(prompt / 64);
+  l.num_prompt_tokens = prompt;
+  return l;
+}
+
+store_contains_done chunk_store(store_contains_done d) {
+  d.granularity = "chunk";
+  return d;
+}
+
+std::vector<kv_object> whole_chunks(int32_t n) {
+  std::vector<kv_object> out;
+  for (int32_t c = 0; c < n; ++c)
+    out.push_back({4 * c, 4, 1000 + 4 * static_cast<uint64_t>(c + 1)});
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("offload_policy: chunk granularity, whole chunks and grid images up to floor_chunk(P - 1)") {
+  offload_policy p(options_64());
+  CHECK(chunk_granularity("chunk"));
+  CHECK_FALSE(chunk_granularity(""));
+  CHECK_FALSE(chunk_granularity("block"));
+  SECTION("768 tokens: the chunk [512, 768) reaches the last token; images at 704 and 768 do not count") {
+    // What a run of the prompt stored, plus a block store's anchor image at 704.
+    auto a = p.answer(prompt_of(768), chunk_store(found(12, {4, 8, 12}, {4, 8, 11, 12})));
+    CHECK(a.granularity == "chunk");
+    CHECK(a.cpu_tokens == 512);
+    CHECK(a.cpu_chunks == whole_chunks(2));
+    CHECK(a.cpu_state_positions == std::vector<int32_t>{256, 512});
+  }
+  SECTION("1000 tokens: three whole chunks, no partial chunk [768, 960), images on the grid") {
+    auto a = p.answer(prompt_of(1000), chunk_store(found(15, {4, 8, 12, 15}, {4, 8, 12, 15})));
+    CHECK(a.cpu_tokens == 768);
+    CHECK(a.cpu_chunks == whole_chunks(3));
+    CHECK(a.cpu_state_positions == std::vector<int32_t>{256, 512, 768});
+  }
+  SECTION("1300 tokens continuing a 1000-token prompt: what the 1000 run saved, 768") {
+    // A chunk-store run of the 1000 tokens saved chunks and images at 256, 512, 768.
+    auto a = p.answer(prompt_of(1300), chunk_store(found(20, {4, 8, 12}, {4, 8, 12})));
+    CHECK(a.cpu_tokens == 768);
+    CHECK(a.cpu_chunks == whole_chunks(3));
+    CHECK(a.cpu_state_positions == std::vector<int32_t>{256, 512, 768});
+  }
+  SECTION("1050 tokens: four whole chunks, 1024 = floor_chunk(1049)") {
+    auto a = p.answer(prompt_of(1050), chunk_store(found(16, {4, 8, 12, 16}, {4, 8, 12, 16})));
+    CHECK(a.cpu_tokens == 1024);
+    CHECK(a.cpu_chunks == whole_chunks(4));
+    CHECK(a.cpu_state_positions == std::vector<int32_t>{256, 512, 768, 1024});
+  }
+  SECTION("1024 tokens: the fourth chunk ends at the prompt's end, so it is not covered") {
+    auto a = p.answer(prompt_of(1024), chunk_store(found(16, {4, 8, 12, 16}, {4, 8, 12, 16})));
+    CHECK(a.cpu_tokens == 768);
+    CHECK(a.cpu_state_positions == std::vector<int32_t>{256, 512, 768});
+  }
+  SECTION("a gap stops the coverage; a prompt below one chunk plus one token finds nothing") {
+    auto a = p.answer(prompt_of(768), chunk_store(found(12, {4, 12}, {4, 8})));
+    CHECK(a.cpu_tokens == 256);
+    CHECK(a.cpu_chunks == whole_chunks(1));
+    CHECK(a.cpu_state_positions == std::vector<int32_t>{256, 512});
+    auto b = p.answer(prompt_of(256), chunk_store(found(4, {3, 4}, {4})));
+    CHECK(b.cpu_tokens == 0);
+    CHECK(b.cpu_chunks.empty());
+    CHECK(b.cpu_state_positions.empty());
+  }
+}
+
+TEST_CASE("offload_policy: block granularity (\"\" or \"block\") answers as before and says so") {
+  offload_policy p(options_64());
+  for (std::string g : {"", "block"}) {
+    auto f = found(15, {4, 8, 12, 15}, {4, 8, 11, 12, 15});
+    f.granularity = g;
+    auto a = p.answer(prompt_of(1000), f);
+    CHECK(a.granularity == g);
+    CHECK(a.cpu_tokens == 960);
+    std::vector<kv_object> chunks = {{0, 4, 1004}, {4, 4, 1008}, {8, 4, 1012}, {12, 3, 1015}};
+    CHECK(a.cpu_chunks == chunks);
+    CHECK(a.cpu_state_positions == std::vector<int32_t>{256, 512, 704, 768, 960});
+  }
+}
+
+TEST_CASE("offload_policy: a step's answer carries the store's granularity to the scheduler") {
+  offload_policy p(options_64());
+  connector_step step;
+  step.header = {1, 3};
+  step.saves = {{7, ref(1004, kv, 0, 256)}};
+  auto ss = p.to_store(step);
+  store_step_done done;
+  done.header = ss.header;
+  done.reserves = {{ss.reserves[0].key, true, "ok", 0, 2560}};
+  CHECK(p.from_store(step, done).granularity.empty());
+  done.granularity = "chunk";
+  CHECK(p.from_store(step, done).granularity == "chunk");
+}

@@ -11,6 +11,7 @@
 
 #include "messages/compare.hpp"
 #include "runtime/block_accounting.hpp"
+#include "runtime/offload_policy.hpp"
 #include "runtime/scheduling.hpp"
 
 using namespace ordo;
@@ -34,7 +35,7 @@ struct harness {
   void drain_outbox() {
     auto out = sched.take_outbox();
     for (auto& l : out.lookups)
-      sched.on_lookup_done({l.request_id, 0, 0, "none", {}, {}});
+      sched.on_lookup_done({l.request_id, 0, 0, "none", {}, {}, ""});
     results.insert(results.end(), out.results.begin(), out.results.end());
     chunks.insert(chunks.end(), out.chunks.begin(), out.chunks.end());
     evictions.insert(evictions.end(), out.evictions.begin(), out.evictions.end());
@@ -317,6 +318,7 @@ struct offload_harness {
   std::vector<completion_result> results;
   uint64_t next_offset = 0;
   double now = 0;
+  std::string granularity; // the store's, in every lookup and connector step answer (SPEC D2)
 
   explicit offload_harness(scheduler_options o) : sched(o), pool(o.num_blocks, o.block_size) {
     grant = [this](const transfer_order& o, bool) {
@@ -332,6 +334,7 @@ struct offload_harness {
       lookups[l.request_id] = l;
       connector_lookup_done none; // the host tier holds nothing of it
       none.request_id = l.request_id;
+      none.granularity = granularity;
       sched.on_lookup_done(none);
     }
     results.insert(results.end(), out.results.begin(), out.results.end());
@@ -367,6 +370,7 @@ struct offload_harness {
       if (t.connector) {
         connector_step_done cd;
         cd.header = t.connector->header;
+        cd.granularity = granularity;
         for (auto& l : t.connector->loads)
           cd.loads.push_back(grant(l, false));
         for (auto& s : t.connector->saves)
@@ -433,7 +437,7 @@ std::function<connector_lookup_done(const connector_lookup&)> host_has(int32_t b
                                                                        int32_t num_chunks, std::vector<int32_t> states,
                                                                        int32_t cpu_tokens) {
   return [=](const connector_lookup& l) {
-    connector_lookup_done d{l.request_id, cpu_tokens, 0, "offload", {}, states};
+    connector_lookup_done d{l.request_id, cpu_tokens, 0, "offload", {}, states, ""};
     int32_t per = chunk / block;
     for (int32_t c = 0; c < num_chunks; ++c)
       d.cpu_chunks.push_back({c * per, per, l.hashes.at(static_cast<size_t>((c + 1) * per - 1))});
@@ -1028,6 +1032,192 @@ TEST_CASE("scheduling offload: images reserved below the host resume point are g
   CHECK(h.pool.check_invariants().empty());
 }
 
+// --- SPEC D2: a store of granularity "chunk" -----------------------------------------------------
+
+namespace {
+
+// Every object the harness's saves committed (the connector steps' finished saves).
+std::vector<object_key> committed_of(const offload_harness& h) {
+  std::vector<object_key> out;
+  for (auto& t : h.turns)
+    if (t.connector)
+      for (auto& f : t.connector->finished)
+        if (f.is_save && f.ok)
+          out.push_back(f.key);
+  return out;
+}
+
+// A lookup answered by the real offload policy from a store holding `held`, of `granularity`.
+std::function<connector_lookup_done(const connector_lookup&)> store_holding(const scheduler_options& o,
+                                                                            std::vector<object_key> held,
+                                                                            std::string granularity) {
+  offload_options po;
+  po.namespace_id = o.namespace_id;
+  po.block_size = o.block_size;
+  po.chunk_size = o.chunk_size;
+  offload_policy policy(po);
+  return [=](const connector_lookup& l) {
+    store_contains_done found;
+    found.granularity = granularity;
+    for (auto& k : policy.probe(l).keys)
+      found.present.push_back(std::find(held.begin(), held.end(), k) != held.end() ? 1 : 0);
+    return policy.answer(l, found);
+  };
+}
+
+// A first run of `first` tokens saves everything into a store of `granularity`; a fresh node (HBM
+// empty) then runs `second` tokens whose first `first` tokens are the same, from that store.
+struct two_runs {
+  offload_harness first_run, second_run;
+  two_runs(scheduler_options o, std::string granularity, int32_t first, int32_t second)
+      : first_run(o), second_run(o) {
+    first_run.granularity = granularity;
+    first_run.add(1, first, 2);
+    first_run.run();
+    second_run.granularity = granularity;
+    second_run.add_held(2, second, 2, store_holding(o, committed_of(first_run), granularity));
+    second_run.run();
+  }
+  const completion_result& result() const { return second_run.result(2); }
+};
+
+std::vector<int32_t> copies_of(const offload_harness& h, uint64_t id) {
+  std::vector<int32_t> out;
+  for (auto& t : h.turns)
+    if (t.plan)
+      for (auto& c : t.plan->checkpoint_copies)
+        if (c.request_id == id)
+          out.push_back(c.position);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("scheduling offload: SPEC D2, a chunk store gets whole chunks and grid images only") {
+  offload_harness h(hybrid_small_batches());
+  h.granularity = "chunk";
+  SECTION("768 tokens: no anchor image at 704; the ladder's copies at 256, 512, 768 are all saved") {
+    h.add(1, 768, 2);
+    h.run();
+    CHECK(copies_of(h, 1) == std::vector<int32_t>{256, 512, 704, 768}); // 704: the HBM anchor
+    std::map<int32_t, save_list> want = {
+        {256, {{kv_kind, 0, 256}, {state_kind, 0, 256}}},
+        {512, {{kv_kind, 256, 256}, {state_kind, 0, 512}}},
+        {768, {{kv_kind, 512, 256}, {state_kind, 0, 768}}},
+    };
+    CHECK(saves_by_end(h, 1) == want);
+    CHECK(h.sched.stats().saves_total == 6);
+  }
+  SECTION("1000 tokens: no partial chunk [768, 960), no anchor image at 960") {
+    h.add(1, 1000, 2);
+    h.run();
+    CHECK(copies_of(h, 1) == std::vector<int32_t>{256, 512, 768, 960});
+    std::map<int32_t, save_list> want = {
+        {256, {{kv_kind, 0, 256}, {state_kind, 0, 256}}},
+        {512, {{kv_kind, 256, 256}, {state_kind, 0, 512}}},
+        {768, {{kv_kind, 512, 256}, {state_kind, 0, 768}}},
+    };
+    CHECK(saves_by_end(h, 1) == want);
+  }
+  // Every save is a whole chunk or an image on the grid.
+  for (auto& t : h.turns)
+    if (t.connector)
+      for (auto& s : t.connector->saves) {
+        if (s.object.key.kind == kv_kind) {
+          CHECK(s.object.tokens == 256);
+        } else {
+          CHECK(s.object.tokens % 256 == 0);
+        }
+      }
+}
+
+TEST_CASE("scheduling offload: SPEC D2, resume points from a chunk store after a first run saved everything") {
+  auto o = hybrid_offload_options(); // block 64, chunk 256, rungs every 256
+  SECTION("768 → 512") {
+    two_runs r(o, "chunk", 768, 768);
+    CHECK(r.result().resume_at == 512);
+    CHECK(r.result().from_cpu == 512);
+  }
+  SECTION("1000 → 768") {
+    two_runs r(o, "chunk", 1000, 1000);
+    CHECK(r.result().resume_at == 768);
+  }
+  SECTION("1300 continuing the 1000-token prompt → 768") {
+    two_runs r(o, "chunk", 1000, 1300);
+    CHECK(r.result().resume_at == 768);
+  }
+  SECTION("1050 → 1024") {
+    two_runs r(o, "chunk", 1050, 1050);
+    CHECK(r.result().resume_at == 1024);
+    CHECK(r.result().from_cpu == 1024);
+  }
+  SECTION("block store (\"\" and \"block\"): 768 → 704 as before") {
+    for (std::string g : {"", "block"}) {
+      two_runs r(o, g, 768, 768);
+      CHECK(r.result().resume_at == 704);
+      CHECK(r.result().from_cpu == 768);
+    }
+  }
+  SECTION("the resumed run computes what a cold run computes") {
+    two_runs r(o, "chunk", 1000, 1300);
+    offload_harness cold(o);
+    cold.add(1, 1300, 2);
+    cold.run();
+    CHECK(r.result().token_ids == cold.result(1).token_ids);
+    CHECK(r.result().logits_digest == cold.result(1).logits_digest);
+  }
+}
+
+TEST_CASE("scheduling offload: SPEC D2, the granularity is learned from each answer, the latest wins") {
+  // A lookup says "chunk", every connector step says block: the first save's answer switches the
+  // scheduler back, so the 768-token prompt's anchor and partial-free tail are saved block-style.
+  offload_harness h(hybrid_small_batches());
+  h.sched.add(offload_harness::request_of(1, 768, 2, 1), 0);
+  auto out = h.sched.take_outbox();
+  REQUIRE(out.lookups.size() == 1);
+  connector_lookup_done chunk;
+  chunk.request_id = 1;
+  chunk.granularity = "chunk";
+  h.sched.on_lookup_done(chunk);
+  h.run();
+  auto saves = saves_by_end(h, 1);
+  // The first step's saves were planned in chunk mode (the image at 256); after its answer, block.
+  CHECK(saves[256] == save_list{{kv_kind, 0, 256}, {state_kind, 0, 256}});
+  CHECK(saves[512] == save_list{{kv_kind, 256, 256}});
+  CHECK(saves[704] == save_list{{state_kind, 0, 704}});
+}
+
+TEST_CASE("scheduling offload: host_tier_is_store reports the host tier's tokens as from_store") {
+  auto o = hybrid_offload_options();
+  o.host_tier_is_store = true;
+  SECTION("a resume from the store") {
+    two_runs r(o, "chunk", 768, 768);
+    CHECK(r.result().resume_at == 512);
+    CHECK(r.result().from_store == 512);
+    CHECK(r.result().from_cpu == 0);
+    CHECK(r.result().reason.find("store holds KV up to token 512") == 0);
+    CHECK(r.result().reason.find("host tier") == std::string::npos);
+    CHECK(r.second_run.sched.stats().prompt_tokens_from_store == 512);
+    CHECK(r.second_run.sched.stats().prompt_tokens_from_cpu == 0);
+  }
+  SECTION("a refused load says store") {
+    offload_harness h(o);
+    h.grant = refusing(h, [](const transfer_order&, bool save) { return !save; }, "missing");
+    h.add_held(1, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+    h.run();
+    CHECK(h.result(1).reason.find("store load failed (missing)") == 0);
+    CHECK(h.result(1).from_store == 0);
+  }
+  SECTION("off: the same resume reports from_cpu") {
+    two_runs r(hybrid_offload_options(), "chunk", 768, 768);
+    CHECK(r.result().from_store == 0);
+    CHECK(r.result().from_cpu == 512);
+    CHECK(r.result().reason.find("host tier holds KV up to token 512") == 0);
+    CHECK(r.second_run.sched.stats().prompt_tokens_from_cpu == 512);
+    CHECK(r.second_run.sched.stats().prompt_tokens_from_store == 0);
+  }
+}
+
 namespace {
 
 bool in_plan(const step_plan& p, uint64_t id) {
@@ -1098,7 +1288,7 @@ TEST_CASE("scheduling: beyond max_waiting queued requests a new one is refused a
   CHECK(out.failures[0].message == "the node has 2 requests waiting (scheduler.max_waiting = 2); retry later");
   CHECK(h.sched.stats().num_rejected == 1);
   for (auto& l : out.lookups)
-    h.sched.on_lookup_done({l.request_id, 0, 0, "none", {}, {}});
+    h.sched.on_lookup_done({l.request_id, 0, 0, "none", {}, {}, ""});
   h.run();
   CHECK(h.results.size() == 2);
   h.add(4, 40, 3); // running requests do not count: the queue has room again

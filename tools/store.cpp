@@ -3,6 +3,8 @@
 #include <iostream>
 #include <memory>
 
+#include <unistd.h>
+
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
@@ -11,6 +13,7 @@
 #include "actors/http_server.hpp"
 #include "actors/store_server.hpp"
 #include "runtime/engine_identity.hpp"
+#include "runtime/shared_arena.hpp"
 #include "runtime/store_config.hpp"
 #include "tools/process_signals.hpp"
 
@@ -71,7 +74,9 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   auto stop_server = [&] { caf::anon_send_exit(server, caf::exit_reason::user_shutdown); };
 
   const std::string tcp_where = "tcp://" + cfg.host + ":" + std::to_string(cfg.port);
-  auto bound = sys.middleman().publish(server, static_cast<uint16_t>(cfg.port), cfg.host.c_str(), false);
+  // SO_REUSEADDR: a store restarted on its port binds despite the old connections in TIME_WAIT (a
+  // port another process listens on is still refused).
+  auto bound = sys.middleman().publish(server, static_cast<uint16_t>(cfg.port), cfg.host.c_str(), true);
   if (!bound) {
     std::cerr << "ordo store: cannot listen on " << tcp_where << " (store.port = " << cfg.port
               << "): " << sys.render(bound.error()) << "\n";
@@ -82,6 +87,19 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   const std::string engine_id =
       cfg.engine_id.empty() ? make_engine_id("store", actor_port, instance_nonce(), boot_id()) : cfg.engine_id;
   shared->set_engine_id(engine_id);
+  // The byte plane: nodes of this host get the arena's fd from an abstract Unix socket whose name
+  // the welcome carries (runtime/shared_arena.hpp).
+  std::unique_ptr<arena_fd_server> arena_socket;
+  try {
+    arena_socket = std::make_unique<arena_fd_server>("ordo-store-" + engine_id + "-" + std::to_string(::getpid()),
+                                                     arena->fd(), arena->size());
+  } catch (const std::exception& e) {
+    std::cerr << "ordo store: cannot serve the arena to nodes: " << e.what() << "\n";
+    sys.middleman().unpublish(server, actor_port);
+    stop_server();
+    return 1;
+  }
+  shared->set_arena_socket(arena_socket->name());
 
   http_server_options http_opt;
   http_opt.host = cfg.host;

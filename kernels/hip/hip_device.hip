@@ -72,6 +72,23 @@ public:
     bind();
     if (ptr) ORDO_HIP_CHECK(hipHostFree(ptr));
   }
+  // Another process's shared mapping (a store server's arena), pinned and mapped once per attach;
+  // kernels address it through the host pointer, so the device pointer must equal it (UVA).
+  void register_host(void* ptr, size_t bytes) override {
+    bind();
+    ORDO_HIP_CHECK(hipHostRegister(ptr, bytes, hipHostRegisterMapped | hipHostRegisterPortable));
+    void* dptr = nullptr;
+    ORDO_HIP_CHECK(hipHostGetDevicePointer(&dptr, ptr, 0));
+    if (dptr != ptr) {
+      hipHostUnregister(ptr);
+      throw std::runtime_error("registered host memory is mapped at another device address; this GPU cannot "
+                               "address a store arena through its host pointer");
+    }
+  }
+  void unregister_host(void* ptr) override {
+    bind();
+    if (ptr) ORDO_HIP_CHECK(hipHostUnregister(ptr));
+  }
 
   void copy_async(stream_kind s, void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;

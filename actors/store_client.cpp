@@ -1,0 +1,554 @@
+#include "actors/store_client.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/store_server.hpp"
+#include "runtime/device.hpp"
+#include "runtime/engine_identity.hpp"
+#include "runtime/host_store.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/sequence_check.hpp"
+#include "runtime/shared_arena.hpp"
+
+namespace ordo {
+
+namespace {
+
+std::string hex64(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// --- a session's own actor --------------------------------------------------------------------
+// The sender the store server sees for one session: forwards each request with the deadline and
+// hands the answer back. When it exits, the server releases the session's pins and reservations.
+
+template <class Reply, class Msg>
+caf::result<Reply> forward(store_server_actor::pointer self, const store_server_actor& remote, caf::timespan deadline,
+                           const Msg& m) {
+  auto rp = self->make_response_promise<Reply>();
+  self->request(remote, deadline, m)
+      .then([rp](Reply& r) mutable { rp.deliver(std::move(r)); }, [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  return rp;
+}
+
+store_server_actor::behavior_type session_link(store_server_actor::pointer self, store_server_actor remote,
+                                               caf::timespan deadline) {
+  return {
+      [=](const store_hello& m) -> caf::result<store_welcome> { return forward<store_welcome>(self, remote, deadline, m); },
+      [=](const store_contains& m) -> caf::result<store_contains_done> {
+        return forward<store_contains_done>(self, remote, deadline, m);
+      },
+      [=](const store_step& m) -> caf::result<store_step_done> {
+        return forward<store_step_done>(self, remote, deadline, m);
+      },
+  };
+}
+
+// --- the client -------------------------------------------------------------------------------
+
+struct session_rec {
+  uint64_t gen = 0;
+  store_server_actor link;   // the session's own actor (local)
+  store_server_actor remote; // the store server (a proxy)
+  bool live = false;         // takes requests
+  bool mapped = false;
+  uint64_t window_offset = 0;
+  uint64_t arena_bytes = 0;
+  std::string store_id;
+  std::string granularity;
+  sequence_stamp stamp{1};
+  int64_t outstanding = 0; // granted pins and reservations whose transfer has not finished
+};
+
+// The grants a key has outstanding; all from one session (see the header).
+struct held_key {
+  uint64_t gen = 0;
+  int32_t pins = 0;
+  int32_t reservations = 0;
+};
+
+struct client_state {
+  store_client_options opt;
+  std::string where; // tcp://HOST:PORT
+  std::string engine_id;
+  std::string boot;
+  uint64_t last_gen = 0;
+  std::map<uint64_t, session_rec> sessions;
+  std::optional<uint64_t> live;
+  bool connecting = false;
+  uint64_t retry_token = 0;
+  std::chrono::milliseconds backoff{200};
+  std::string down_why = "not connected yet";
+  std::unordered_map<object_key, held_key, object_key_hash> held;
+  sequence_check steps;
+  door io;
+  static inline const char* name = "store";
+
+  caf::timespan deadline() const { return std::chrono::milliseconds(opt.deadline_ms); }
+  // The client's own wait for a session actor: past the session's deadline, so that one fires first.
+  caf::timespan outer_deadline() const { return std::chrono::milliseconds(opt.deadline_ms + 1000); }
+};
+
+using self_ptr = store_client_actor::stateful_pointer<client_state>;
+
+void attempt(self_ptr self);
+
+void status_down(client_state& st, const std::string& why, bool refused) {
+  st.down_why = why;
+  st.opt.status->update([&](store_link_view& v) {
+    v.connected = false;
+    v.attempted = true;
+    v.refused = refused;
+    v.error = why;
+    if (refused)
+      ++v.refusals_total;
+  });
+}
+
+// Drops an ended session's mapping and actor once no granted transfer can touch its arena.
+void maybe_release(self_ptr self, uint64_t gen) {
+  auto& st = self->state;
+  auto it = st.sessions.find(gen);
+  if (it == st.sessions.end() || it->second.live || it->second.outstanding > 0)
+    return;
+  session_rec& s = it->second;
+  if (s.mapped) {
+    uint8_t* at = st.opt.window->base() + s.window_offset;
+    try {
+      st.opt.dev->unregister_host(at);
+    } catch (const std::exception& e) {
+      spdlog::error("store client: unregistering the arena of store session {}: {}", gen, e.what());
+    }
+    st.opt.window->detach(s.window_offset);
+  }
+  caf::anon_send_exit(s.link, caf::exit_reason::user_shutdown); // the server releases what it holds
+  self->demonitor(caf::actor_cast<caf::actor_addr>(s.remote));
+  st.sessions.erase(it);
+}
+
+void schedule_retry(self_ptr self) {
+  auto& st = self->state;
+  st.connecting = false;
+  const uint64_t token = ++st.retry_token;
+  self->delayed_send(self, st.backoff, store_retry_atom_v, token);
+  st.backoff = std::min(st.backoff * 2, std::chrono::milliseconds(5000));
+}
+
+// The live session ends: no more requests through it; its arena and actor go once its granted
+// transfers finished (the server keeps their pins until then).
+void end_session(self_ptr self, uint64_t gen, const std::string& why, bool refused = false) {
+  auto& st = self->state;
+  auto it = st.sessions.find(gen);
+  if (it == st.sessions.end())
+    return;
+  const bool was_live = it->second.live;
+  it->second.live = false;
+  if (st.live == gen) {
+    st.live.reset();
+    spdlog::warn("store client: session with store {} at {} ended: {}; requests recompute until it is back",
+                 it->second.store_id.empty() ? "?" : it->second.store_id, st.where, why);
+    st.opt.status->update([](store_link_view& v) { ++v.disconnects_total; });
+  }
+  status_down(st, why, refused);
+  (void)was_live;
+  maybe_release(self, gen);
+}
+
+void attempt_failed(self_ptr self, std::optional<uint64_t> gen, const std::string& why, bool refused) {
+  auto& st = self->state;
+  if (refused)
+    spdlog::error("store client: {}", why);
+  else
+    spdlog::warn("store client: {}; retrying in {} ms", why, st.backoff.count());
+  if (gen)
+    end_session(self, *gen, why, refused);
+  else
+    status_down(st, why, refused);
+  schedule_retry(self);
+}
+
+// The welcome arrived: check it, map the arena, go live.
+void on_welcome(self_ptr self, uint64_t gen, const store_welcome& w) {
+  auto& st = self->state;
+  auto it = st.sessions.find(gen);
+  if (it == st.sessions.end())
+    return;
+  session_rec& s = it->second;
+  s.store_id = w.store_id;
+  s.granularity = w.granularity;
+  const std::string at = "the store at " + st.where;
+  if (!w.ok)
+    return attempt_failed(self, gen, at + " (" + w.store_id + ") refused this node (" + st.engine_id + "): " + w.why, true);
+  if (w.wire_digest != store_wire_digest())
+    return attempt_failed(self, gen,
+                          at + " speaks wire digest " + hex64(w.wire_digest) + ", this node " +
+                              hex64(store_wire_digest()) + " (built from another messages/ordo.capnp)",
+                          true);
+  if (!st.opt.expect_identity.empty() && w.store_id != st.opt.expect_identity)
+    return attempt_failed(self, gen,
+                          at + " is " + w.store_id + ", not the store.expect_identity = " + st.opt.expect_identity,
+                          true);
+  if (w.boot_id != st.boot)
+    return attempt_failed(self, gen,
+                          at + " runs on another host (boot id " + w.boot_id + ", this node's " + st.boot +
+                              "): store.transport = \"shm\" needs a store on this host",
+                          true);
+  try {
+    received_arena a = receive_arena_fd(w.arena_socket, static_cast<int>(st.opt.deadline_ms));
+    if (a.bytes != w.arena_bytes) {
+      ::close(a.fd);
+      return attempt_failed(self, gen,
+                            at + ": its arena socket gave " + std::to_string(a.bytes) + " bytes, the welcome said " +
+                                std::to_string(w.arena_bytes),
+                            false);
+    }
+    s.window_offset = st.opt.window->attach(a.fd, a.bytes);
+    ::close(a.fd); // the mapping keeps the memory
+    s.arena_bytes = a.bytes;
+    s.mapped = true;
+    st.opt.dev->register_host(st.opt.window->base() + s.window_offset, a.bytes);
+  } catch (const std::exception& e) {
+    return attempt_failed(self, gen, at + ": cannot map its arena: " + e.what(), false);
+  }
+  s.live = true;
+  st.live = gen;
+  st.connecting = false;
+  st.backoff = std::chrono::milliseconds(200);
+  spdlog::info("store client: connected to store {} at {} as {} (arena {} MiB, granularity {}, session {})", w.store_id,
+               st.where, st.engine_id, s.arena_bytes >> 20, w.granularity, gen);
+  st.opt.status->update([&](store_link_view& v) {
+    v.connected = true;
+    v.attempted = true;
+    v.refused = false;
+    v.error.clear();
+    v.store_id = w.store_id;
+    v.granularity = w.granularity;
+    v.arena_bytes = s.arena_bytes;
+    ++v.connects_total;
+  });
+}
+
+void attempt(self_ptr self) {
+  auto& st = self->state;
+  if (st.live || st.connecting || st.engine_id.empty())
+    return;
+  st.connecting = true;
+  auto mm = self->system().middleman().actor_handle();
+  self->request(mm, st.deadline(), caf::connect_atom_v, st.opt.host, st.opt.port)
+      .then(
+          [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
+            auto& st = self->state;
+            if (!ptr)
+              return attempt_failed(self, std::nullopt, "no actor is published at " + st.where, false);
+            if (!self->system().assignable<store_server_actor>(ifs))
+              return attempt_failed(self, std::nullopt,
+                                    "the actor at " + st.where + " is not an ordo store server (it offers " +
+                                        caf::deep_to_string(ifs) + ")",
+                                    true);
+            auto remote = caf::actor_cast<store_server_actor>(std::move(ptr));
+            self->monitor(remote);
+            const uint64_t gen = ++st.last_gen;
+            session_rec s;
+            s.gen = gen;
+            s.remote = remote;
+            s.link = self->spawn(session_link, remote, st.deadline());
+            s.stamp = sequence_stamp(gen);
+            st.sessions.emplace(gen, s);
+            if (auto& names = st.io.tap().names)
+              names->add(s.link.id(), "store_session");
+            store_hello h;
+            h.wire = store_wire_name;
+            h.wire_digest = store_wire_digest();
+            h.engine_id = st.engine_id;
+            h.namespace_id = st.opt.namespace_id;
+            h.boot_id = st.boot;
+            self->request(s.link, st.outer_deadline(), h)
+                .then([self, gen](store_welcome& w) { on_welcome(self, gen, w); },
+                      [self, gen](caf::error& e) {
+                        attempt_failed(self, gen,
+                                       "no welcome from the store at " + self->state.where + ": " +
+                                           self->system().render(e),
+                                       false);
+                      });
+          },
+          [self](caf::error& e) {
+            attempt_failed(self, std::nullopt,
+                           "cannot connect to the store at " + self->state.where + ": " + self->system().render(e),
+                           false);
+          });
+}
+
+// The answer to a step no store takes: every pin and reserve refused, naming why.
+store_step_done unreachable(const client_state& st, const store_step& step, const std::string& why) {
+  store_step_done done;
+  done.header = step.header;
+  auto refuse = [&](const std::vector<object_ref>& orders, std::vector<store_grant>& into) {
+    for (const auto& o : orders) {
+      store_grant g;
+      g.key = o.key;
+      g.status = why;
+      into.push_back(std::move(g));
+    }
+  };
+  refuse(step.pins, done.pins);
+  refuse(step.reserves, done.reserves);
+  return done;
+}
+
+store_contains_done absent(const store_contains& q) {
+  store_contains_done out;
+  out.present.assign(q.keys.size(), 0);
+  return out;
+}
+
+// A finished pin or reservation: whose session granted it, and whether that session takes the order.
+bool finish(self_ptr self, const object_key& k, bool reservation) {
+  auto& st = self->state;
+  auto it = st.held.find(k);
+  if (it == st.held.end())
+    return false; // never granted by a session (a store that was unreachable refused it)
+  held_key& h = it->second;
+  int32_t& n = reservation ? h.reservations : h.pins;
+  if (n <= 0)
+    return false;
+  --n;
+  const uint64_t gen = h.gen;
+  if (h.pins == 0 && h.reservations == 0)
+    st.held.erase(it);
+  auto s = st.sessions.find(gen);
+  if (s == st.sessions.end())
+    return false;
+  if (s->second.live && st.live == gen)
+    return true;
+  --s->second.outstanding;
+  maybe_release(self, gen);
+  return false;
+}
+
+store_client_actor::behavior_type store_client(self_ptr self, store_client_options opt) {
+  auto& st = self->state;
+  st.opt = std::move(opt);
+  st.where = "tcp://" + st.opt.host + ":" + std::to_string(st.opt.port);
+  st.boot = boot_id();
+  st.io = door("store", st.opt.tap);
+  st.opt.status->update([&](store_link_view& v) {
+    v.address = st.opt.host + ":" + std::to_string(st.opt.port);
+    v.error = st.down_why;
+  });
+
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& [gen, s] : st.sessions)
+      if (s.live && caf::actor_cast<caf::actor_addr>(s.remote) == dm.source) {
+        const uint64_t g = gen;
+        end_session(self, g, "the store at " + st.where + " went away (" + caf::to_string(dm.reason) + ")");
+        schedule_retry(self);
+        return;
+      }
+  });
+
+  return {
+      [self](store_connect_atom, const std::string& engine_id) {
+        self->state.engine_id = engine_id;
+        attempt(self);
+      },
+      [self](store_retry_atom, uint64_t token) {
+        if (token == self->state.retry_token)
+          attempt(self);
+      },
+      [self](const store_contains& q) -> caf::result<store_contains_done> {
+        auto& st = self->state;
+        st.io.received(self->current_sender(), q);
+        if (!st.live) {
+          st.opt.status->update([](store_link_view& v) { ++v.unreachable_answers_total; });
+          return st.io.reply(self, absent(q));
+        }
+        const uint64_t gen = *st.live;
+        auto requester = self->current_sender(); // before the promise takes the request over
+        auto rp = self->make_response_promise<store_contains_done>();
+        self->request(st.sessions.at(gen).link, st.outer_deadline(), q)
+            .then(
+                [self, rp, requester](store_contains_done& found) mutable {
+                  self->state.io.deliver(rp, requester, std::move(found));
+                },
+                [self, rp, requester, gen, q](caf::error& e) mutable {
+                  auto& st = self->state;
+                  st.opt.status->update([](store_link_view& v) { ++v.failed_requests_total; });
+                  if (st.live == gen) {
+                    end_session(self, gen, "a lookup failed: " + self->system().render(e));
+                    schedule_retry(self);
+                  }
+                  st.io.deliver(rp, requester, absent(q));
+                });
+        return rp;
+      },
+      [self](const store_step& step) -> caf::result<store_step_done> {
+        auto& st = self->state;
+        st.io.received(self->current_sender(), step);
+        if (auto why = st.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
+          spdlog::critical("store client: {}", why);
+          return st.io.refuse(self, "store_step_done", why);
+        }
+        // Finished transfers go to the session that granted them, if it still takes orders.
+        store_step fwd;
+        fwd.evict_all = step.evict_all;
+        for (const auto& k : step.commits)
+          if (finish(self, k, true))
+            fwd.commits.push_back(k);
+        for (const auto& k : step.aborts)
+          if (finish(self, k, true))
+            fwd.aborts.push_back(k);
+        for (const auto& k : step.unpins)
+          if (finish(self, k, false))
+            fwd.unpins.push_back(k);
+        if (!st.live) {
+          st.opt.status->update([](store_link_view& v) { ++v.unreachable_answers_total; });
+          return st.io.reply(self, unreachable(st, step, "store unreachable: " + st.down_why));
+        }
+        const uint64_t gen = *st.live;
+        session_rec& s = st.sessions.at(gen);
+        // A key still held from an ended session is refused until its transfers finish.
+        const std::string held_elsewhere = "held by an ended store session until its transfer finishes";
+        std::vector<bool> pin_local(step.pins.size()), reserve_local(step.reserves.size());
+        auto route = [&](const std::vector<object_ref>& orders, std::vector<bool>& local, std::vector<object_ref>& out) {
+          for (size_t i = 0; i < orders.size(); ++i) {
+            auto h = st.held.find(orders[i].key);
+            local[i] = h != st.held.end() && h->second.gen != gen;
+            if (!local[i])
+              out.push_back(orders[i]);
+          }
+        };
+        route(step.pins, pin_local, fwd.pins);
+        route(step.reserves, reserve_local, fwd.reserves);
+        fwd.header = {gen, s.stamp.next()};
+        auto requester = self->current_sender();
+        auto rp = self->make_response_promise<store_step_done>();
+        self->request(s.link, st.outer_deadline(), fwd)
+            .then(
+                [self, rp, requester, gen, step, fwd, pin_local, reserve_local, held_elsewhere](store_step_done& got) mutable {
+                  auto& st = self->state;
+                  auto sit = st.sessions.find(gen);
+                  std::string bad;
+                  if (sit == st.sessions.end() || !sit->second.live)
+                    bad = "the store session ended while the step was in flight";
+                  else if (got.pins.size() != fwd.pins.size() || got.reserves.size() != fwd.reserves.size())
+                    bad = "the store answered " + std::to_string(got.pins.size()) + " pins and " +
+                          std::to_string(got.reserves.size()) + " reserves for " + std::to_string(fwd.pins.size()) +
+                          " and " + std::to_string(fwd.reserves.size());
+                  else
+                    for (const auto* grants : {&got.pins, &got.reserves})
+                      for (const auto& g : *grants)
+                        if (g.ok && (g.data_offset > sit->second.arena_bytes ||
+                                     g.data_bytes > sit->second.arena_bytes - g.data_offset))
+                          bad = "the store granted bytes outside its arena";
+                  if (!bad.empty()) {
+                    st.opt.status->update([](store_link_view& v) { ++v.failed_requests_total; });
+                    if (st.live == gen) {
+                      end_session(self, gen, bad);
+                      schedule_retry(self);
+                    }
+                    return st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + bad));
+                  }
+                  session_rec& s = sit->second;
+                  store_step_done done;
+                  done.header = step.header;
+                  done.stats = got.stats;
+                  done.num_evicted = got.num_evicted;
+                  done.granularity = got.granularity;
+                  auto take = [&](const std::vector<object_ref>& orders, const std::vector<bool>& local,
+                                  std::vector<store_grant>& answers, bool reservation, std::vector<store_grant>& into) {
+                    size_t next = 0;
+                    for (size_t i = 0; i < orders.size(); ++i) {
+                      if (local[i]) {
+                        store_grant g;
+                        g.key = orders[i].key;
+                        g.status = held_elsewhere;
+                        into.push_back(std::move(g));
+                        continue;
+                      }
+                      store_grant g = std::move(answers[next++]);
+                      if (g.ok) {
+                        g.data_offset += s.window_offset;
+                        held_key& h = st.held[g.key];
+                        h.gen = gen;
+                        ++(reservation ? h.reservations : h.pins);
+                        ++s.outstanding;
+                      }
+                      into.push_back(std::move(g));
+                    }
+                  };
+                  take(step.pins, pin_local, got.pins, false, done.pins);
+                  take(step.reserves, reserve_local, got.reserves, true, done.reserves);
+                  if (auto& rec = st.io.tap().recorder)
+                    for (const auto& g : done.pins)
+                      rec->store_verdict(g.key, g.status);
+                  st.io.deliver(rp, requester, std::move(done));
+                },
+                [self, rp, requester, gen, step](caf::error& e) mutable {
+                  auto& st = self->state;
+                  const std::string why = "a store step failed: " + self->system().render(e);
+                  st.opt.status->update([](store_link_view& v) { ++v.failed_requests_total; });
+                  if (st.live == gen) {
+                    end_session(self, gen, why);
+                    schedule_retry(self);
+                  }
+                  st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + why));
+                });
+        return rp;
+      },
+      [self](const store_corrupt& c) -> caf::result<int32_t> {
+        self->state.io.received(self->current_sender(), c);
+        return caf::make_error(caf::sec::invalid_argument,
+                               "store_corrupt is a test hook of the in-process store; a store server does not take it");
+      },
+  };
+}
+
+} // namespace
+
+store_client_actor spawn_store_client(caf::actor_system& sys, store_client_options options) {
+  return sys.spawn(store_client, std::move(options));
+}
+
+std::string render_store_link_metrics(const store_link_view& v) {
+  metrics_registry r;
+  r.gauge("ordo_store_connected", "1 while the node has a live session with its store server (kv_transfer.connector = store)")
+      .set(v.connected ? 1.0 : 0.0);
+  auto count = [&](const char* name, const char* help, uint64_t value) { r.counter(name, help).inc(value); };
+  count("ordo_store_connects_total", "Store server sessions opened", v.connects_total);
+  count("ordo_store_disconnects_total", "Store server sessions lost (store gone, deadline, error)", v.disconnects_total);
+  count("ordo_store_refusals_total", "Store sessions refused (identity, wire digest, host, expected identity)",
+        v.refusals_total);
+  count("ordo_store_failed_requests_total", "Store requests that met a deadline, an error or a dead store",
+        v.failed_requests_total);
+  count("ordo_store_unreachable_answers_total",
+        "Lookups and steps answered without a store (nothing found, every transfer refused)",
+        v.unreachable_answers_total);
+  return r.render_prometheus();
+}
+
+std::string render_store_link_health(const store_link_view& v) {
+  nlohmann::json j = {{"address", v.address},
+                      {"status", v.connected ? "connected" : "unreachable"},
+                      {"connected", v.connected},
+                      {"store_id", v.store_id},
+                      {"granularity", v.granularity}};
+  if (!v.connected)
+    j["error"] = v.error;
+  return j.dump();
+}
+
+} // namespace ordo
