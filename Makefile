@@ -27,7 +27,8 @@ clean:
 # GPU builds (DESIGN §2.2). `make gpu`: NVIDIA build (nvcc, sm_90) of ordo and gpu_check in build-gpu/.
 # `make gpu-bundle`: ordo, gpu_check and the libraries the GPU machine lacks in gpu-bundle/;
 # there, `gpu-bundle/checks` runs every GPU check (tools/gpu_checks.sh), `gpu-bundle/trace_checks`
-# the trace checks (tools/gpu_trace_checks.sh), and `gpu-bundle/run` is ordo.
+# the trace checks (tools/gpu_trace_checks.sh), `gpu-bundle/store_checks` the store server checks
+# (tools/gpu_store_checks.sh), and `gpu-bundle/run` is ordo.
 # `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
 GPU_BUILD ?= build-gpu
 GPU_AMD_BUILD ?= build-gpu-amd
@@ -43,6 +44,7 @@ gpu-bundle: gpu
 	cp $(GPU_BUILD)/gpu_check gpu-bundle/ && strip gpu-bundle/gpu_check
 	cp tools/gpu_checks.sh gpu-bundle/checks
 	cp tools/gpu_trace_checks.sh gpu-bundle/trace_checks
+	cp tools/gpu_store_checks.sh gpu-bundle/store_checks
 
 gpu-amd-check:
 	@bash scripts/install-deps.sh --amd

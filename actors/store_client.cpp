@@ -92,10 +92,17 @@ struct client_state {
   uint64_t retry_token = 0;
   std::chrono::milliseconds backoff{200};
   std::string down_why = "not connected yet";
+  std::string granularity; // the last store's: answers without a store keep the scheduler's mode
   std::unordered_map<object_key, held_key, object_key_hash> held;
   sequence_check steps;
   door io;
   static inline const char* name = "store";
+
+  // The sessions' own actors end with the client (the actor system waits for every actor).
+  ~client_state() {
+    for (auto& [gen, s] : sessions)
+      caf::anon_send_exit(s.link, caf::exit_reason::user_shutdown);
+  }
 
   caf::timespan deadline() const { return std::chrono::milliseconds(opt.deadline_ms); }
   // The client's own wait for a session actor: past the session's deadline, so that one fires first.
@@ -225,6 +232,7 @@ void on_welcome(self_ptr self, uint64_t gen, const store_welcome& w) {
   }
   s.live = true;
   st.live = gen;
+  st.granularity = w.granularity;
   st.connecting = false;
   st.backoff = std::chrono::milliseconds(200);
   spdlog::info("store client: connected to store {} at {} as {} (arena {} MiB, granularity {}, session {})", w.store_id,
@@ -295,6 +303,7 @@ void attempt(self_ptr self) {
 store_step_done unreachable(const client_state& st, const store_step& step, const std::string& why) {
   store_step_done done;
   done.header = step.header;
+  done.granularity = st.granularity;
   auto refuse = [&](const std::vector<object_ref>& orders, std::vector<store_grant>& into) {
     for (const auto& o : orders) {
       store_grant g;
@@ -308,9 +317,10 @@ store_step_done unreachable(const client_state& st, const store_step& step, cons
   return done;
 }
 
-store_contains_done absent(const store_contains& q) {
+store_contains_done absent(const client_state& st, const store_contains& q) {
   store_contains_done out;
   out.present.assign(q.keys.size(), 0);
+  out.granularity = st.granularity;
   return out;
 }
 
@@ -331,9 +341,9 @@ bool finish(self_ptr self, const object_key& k, bool reservation) {
   auto s = st.sessions.find(gen);
   if (s == st.sessions.end())
     return false;
+  --s->second.outstanding;
   if (s->second.live && st.live == gen)
     return true;
-  --s->second.outstanding;
   maybe_release(self, gen);
   return false;
 }
@@ -374,7 +384,7 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
         st.io.received(self->current_sender(), q);
         if (!st.live) {
           st.opt.status->update([](store_link_view& v) { ++v.unreachable_answers_total; });
-          return st.io.reply(self, absent(q));
+          return st.io.reply(self, absent(st, q));
         }
         const uint64_t gen = *st.live;
         auto requester = self->current_sender(); // before the promise takes the request over
@@ -391,7 +401,7 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
                     end_session(self, gen, "a lookup failed: " + self->system().render(e));
                     schedule_retry(self);
                   }
-                  st.io.deliver(rp, requester, absent(q));
+                  st.io.deliver(rp, requester, absent(st, q));
                 });
         return rp;
       },

@@ -64,6 +64,7 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
   s.eos_id = geo.eos_id;
   s.namespace_id = o.namespace_id;
   s.offload = offload;
+  s.host_tier_is_store = store;
   s.offload_loads = role_loads;
   s.offload_saves = role_saves;
   s.chunk_size = cfg.chunk_size;

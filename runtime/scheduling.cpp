@@ -498,7 +498,8 @@ void scheduling::on_lookup_done(const connector_lookup_done& done) {
 void scheduling::cancel(uint64_t request_id) { impl_->cancels_pending.push_back(request_id); }
 
 void scheduling::request_evict(const evict_request& request) {
-  (request.tier == "cpu" ? impl_->cpu_evicts_pending : impl_->evicts_pending).push_back(request);
+  // "cpu" (in process) and "store" (a store server) name the host tier: the connector evicts it.
+  (request.tier != "hbm" ? impl_->cpu_evicts_pending : impl_->evicts_pending).push_back(request);
 }
 
 bool scheduling::has_work() const {

@@ -44,6 +44,13 @@ check "offload's JSON names the bench" grep -q '"bench":"offload"' <(json "$tmp/
 check "offload reports both paths against the plain copy" \
   grep -qE '"load_ratio":[0-9.e+-]+.*"save_ratio":[0-9.e+-]+' <(json "$tmp/offload")
 check "offload saves 4 chunks of 4 blocks" grep -q '"blocks_per_chunk":4,.*"chunks":4,' <(json "$tmp/offload")
+check "offload also runs through a store server process, against the in-process tier" \
+  grep -qE '"store_load_of_in_process":[0-9.e+-]+.*"store_save_of_in_process":[0-9.e+-]+' <(json "$tmp/offload")
+store_pid=$(sed -n 's/^store server: .*, pid \([0-9]*\)$/\1/p' "$tmp/offload")
+check "the bench names the store server's pid" test -n "$store_pid"
+check "the store server process is gone after the bench" test ! -e "/proc/${store_pid:-0}"
+"$ordo" bench offload --config configs/default.toml --chunks 4 --repeats 2 --no-store-server >"$tmp/offload" 2>"$tmp/err"
+check "--no-store-server skips that path" test "$(grep -c store_save "$tmp/offload")" -eq 0
 
 "$ordo" bench offload --config configs/default.toml --chunks 1000 >"$tmp/out" 2>"$tmp/err"
 check "offload of more chunks than the arena holds exits 2" test $? -eq 2

@@ -170,7 +170,7 @@ TEST_CASE("evict body names a tier: hbm or cpu") {
     CHECK(std::get<api_error>(e).status == 400);
   }
   CHECK(contains(std::get<api_error>(parse_evict_request(R"({"tier":"disk"})")).message,
-                 "tier must be one of: \"hbm\", \"cpu\", got \"disk\""));
+                 "tier must be one of: \"hbm\", \"cpu\", \"store\", got \"disk\""));
 }
 
 TEST_CASE("a finished request renders in OpenAI shape with the ordo object") {

@@ -255,7 +255,7 @@ TEST_CASE("connector offload with a store capacity and every kv_role", "[config]
   CHECK(cfg.store_capacity_mb == 8);
   CHECK(parse_config("", {"kv_transfer.kv_role=kv_producer"}).kv_role == kv_role::kv_producer);
   CHECK_THAT(error_of("[kv_transfer]\nconnector = \"lmcache\""),
-             Equals("kv_transfer.connector = \"lmcache\": must be one of none, offload"));
+             Equals("kv_transfer.connector = \"lmcache\": must be one of none, offload, store"));
   CHECK_THAT(error_of("[kv_transfer]\nkv_role = \"kv_both_ways\""),
              Equals("kv_transfer.kv_role = \"kv_both_ways\": must be one of kv_both, kv_producer, kv_consumer"));
   CHECK_THAT(error_of("[kv_transfer]\nconnector = \"offload\"\n[store]\ncapacity_mb = 0"),
@@ -317,10 +317,10 @@ TEST_CASE("unknown keys and sections are errors naming what is allowed", "[confi
                     "chunk_size, num_blocks, checkpoint_interval"));
   CHECK_THAT(error_of("[caches]\nblock_size = 16"),
              Equals("unknown section [caches]; allowed sections: model, device, cache, "
-                    "scheduler, kv_transfer, store, server, log, trace, faults"));
+                    "scheduler, kv_transfer, store, node, server, log, trace, faults"));
   CHECK_THAT(error_of("port = 1"),
              Equals("unknown key port = 1 at top level; keys belong in a section: model, device, "
-                    "cache, scheduler, kv_transfer, store, server, log, trace, faults"));
+                    "cache, scheduler, kv_transfer, store, node, server, log, trace, faults"));
   CHECK_THAT(error_of("[model.extra]\nx = 1"),
              Equals("unknown key model.extra = { x = 1 }; allowed keys in [model]: preset, size, "
                     "seed, kv_dtype"));
@@ -385,7 +385,7 @@ config = '{"kv_connector":"offload","kv_role":"kv_both"}')");
   CHECK(offload.kv_role == kv_role::kv_both);
   CHECK_THAT(error_of(R"([kv_transfer]
 config = '{"kv_connector":"none","kv_rank":0}')"),
-             Equals(R"(kv_transfer.config = '{"kv_connector":"none","kv_rank":0}': unknown key "kv_rank"; allowed keys: kv_connector, kv_role)"));
+             Equals(R"(kv_transfer.config = '{"kv_connector":"none","kv_rank":0}': unknown key "kv_rank"; allowed keys: kv_connector, kv_role, kv_connector_extra_config)"));
   CHECK_THAT(error_of(R"([kv_transfer]
 config = '["none"]')"),
              Equals(R"(kv_transfer.config = '["none"]': must be a JSON object like '{"kv_connector":"none","kv_role":"kv_both"}')"));
@@ -432,4 +432,62 @@ TEST_CASE("trace and fault keys: values, refusals, and the config a trace header
   full.api_key.clear();
   full.trace_path.clear();
   CHECK(describe(back) == describe(full));
+}
+
+TEST_CASE("connector store: store.address, the vLLM extra config, identities, refusals", "[config][store]") {
+  using Catch::Matchers::Contains;
+  using Catch::Matchers::Equals;
+  const node_config cfg = parse_config("", {"kv_transfer.connector=store", "store.address=127.0.0.1:7000"});
+  CHECK(cfg.connector == connector_kind::store);
+  CHECK(cfg.store_address == "127.0.0.1:7000");
+  CHECK(cfg.store_transport == "shm");
+  CHECK(cfg.store_deadline_ms == 5000);
+  // vLLM's shape, with the address in kv_connector_extra_config.
+  const node_config v = parse_config(
+      R"([kv_transfer]
+config = '{"kv_connector":"store","kv_role":"kv_both","kv_connector_extra_config":{"address":"localhost:7001"}}')");
+  CHECK(v.connector == connector_kind::store);
+  CHECK(v.store_address == "localhost:7001");
+  CHECK_THAT(error_of(R"([kv_transfer]
+config = '{"kv_connector":"store","kv_connector_extra_config":{"address":"127.0.0.1:7001"}}'
+[store]
+address = "127.0.0.1:7000")"),
+             Contains(R"(kv_connector_extra_config.address = "127.0.0.1:7001" disagrees with store.address = "127.0.0.1:7000")"));
+  CHECK_THAT(error_of(R"([kv_transfer]
+config = '{"kv_connector":"store","kv_connector_extra_config":{"host":"x"}}')"),
+             Contains(R"(kv_connector_extra_config has unknown key "host"; allowed keys: address)"));
+  CHECK_THAT(error_of("", {"kv_transfer.connector=store"}),
+             Contains(R"(store.address = "": kv_transfer.connector = "store" needs the store server's actor endpoint)"));
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", ":7000", "bad host:7000", "h:7x"})
+    CHECK_THAT(error_of("", {"kv_transfer.connector=store", std::string("store.address=") + bad}),
+               Contains(std::string("store.address = \"") + bad + "\": must be \"HOST:PORT\""));
+  CHECK_THAT(error_of("", {"kv_transfer.connector=store", "store.address=127.0.0.1:7000", "store.transport=tcp"}),
+             Contains(R"(store.transport = "tcp": bytes over the actor connection are not built yet)"));
+  CHECK_THAT(error_of("", {"store.transport=udp"}), Contains(R"(store.transport = "udp": must be one of shm, tcp)"));
+  CHECK_THAT(error_of("", {"store.deadline_ms=5"}), Contains("store.deadline_ms = 5: must be between 100 and 600000"));
+  CHECK_THAT(error_of("", {"node.engine_id=a b"}), Contains(R"(node.engine_id = "a b": must be "")"));
+  CHECK_THAT(error_of("", {"store.expect_identity=x/y"}), Contains(R"(store.expect_identity = "x/y": must be "")"));
+  // The canonical description carries the store keys, so a trace header's config reads back.
+  node_config full = parse_config("", {"kv_transfer.connector=store", "store.address=[::1]:7000",
+                                       "store.expect_identity=store-a", "node.engine_id=node-1"});
+  CHECK_THAT(describe(full), Contains("store.address=[::1]:7000 store.transport=shm store.deadline_ms=5000 "
+                                      "store.expect_identity=store-a node.engine_id=node-1"));
+  const node_config back = parse_config(render_config_toml(full));
+  CHECK(back.store_address == "[::1]:7000");
+  CHECK(back.store_expect_identity == "store-a");
+  CHECK(back.engine_id == "node-1");
+}
+
+TEST_CASE("parse_host_port", "[config][store]") {
+  auto a = parse_host_port("127.0.0.1:7000");
+  REQUIRE(a);
+  CHECK(a->host == "127.0.0.1");
+  CHECK(a->port == 7000);
+  auto b = parse_host_port("[::1]:65535");
+  REQUIRE(b);
+  CHECK(b->host == "::1");
+  CHECK(b->port == 65535);
+  CHECK(parse_host_port("localhost:1"));
+  for (const char* bad : {"", "7000", "host:", "host:0", "host:65536", "host:123456", "host:-1", "ho st:1"})
+    CHECK_FALSE(parse_host_port(bad));
 }

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <functional>
+#include <optional>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -486,8 +488,14 @@ int run_bench_offload(const bench_offload_options& o) {
     });
 
     const uint64_t fingerprint = 0x64616f6c66666f; // any fixed value: one namespace
-    auto key_of = [](int32_t c) {
-      return object_key{1, static_cast<uint64_t>(c) + 1, static_cast<uint8_t>(object_kind::kv_chunk)};
+    auto ref_of = [&](int32_t c) {
+      object_ref o;
+      o.key = object_key{fingerprint, static_cast<uint64_t>(c) + 1, static_cast<uint8_t>(object_kind::kv_chunk)};
+      o.first_token = c * cfg.chunk_size;
+      o.tokens = cfg.chunk_size;
+      o.num_blocks = blocks_per_chunk;
+      o.data_bytes = chunk_bytes;
+      return o;
     };
     auto launch = [&](int32_t c, uint8_t* host, bool to_host) {
       const int32_t* ids = unit_ids_d + static_cast<size_t>(c) * static_cast<size_t>(blocks_per_chunk);
@@ -497,53 +505,77 @@ int run_bench_offload(const bench_offload_options& o) {
                                        /*segment_major=*/true));
     };
 
-    // SAVE: reserve and gather every chunk, one synchronize, then commit (checksum) each. A fresh
-    // store per repeat (outside the timing) so every reserve succeeds without eviction. Round -1
-    // of each path is an untimed warm-up (first kernel launches).
-    std::unique_ptr<host_store> store;
-    double save = 1e30;
-    for (int32_t r = -1; r < o.repeats; ++r) {
-      store = std::make_unique<host_store>(arena, capacity);
-      dev->synchronize();
-      auto t0 = clock_type::now();
+    // One path = a store taking store steps, as a node's connector sends them: per round one step
+    // reserving (or pinning) every chunk, one kernel per chunk into the granted bytes, one
+    // synchronize, one step committing (or unpinning) them. SAVE rounds start from an empty store
+    // (an evict_all step outside the timing); LOAD pins verify header and checksum. Round -1 of
+    // each is an untimed warm-up (first kernel launches).
+    struct path_times {
+      double save = 1e30, load = 1e30;
+    };
+    auto run_path = [&](const std::function<store_step_done(store_step)>& step, uint8_t* base) {
+      path_times t;
+      uint64_t seq = 0;
+      auto send = [&](store_step s) {
+        s.header = command_header{1, ++seq};
+        return step(std::move(s));
+      };
+      auto granted = [&](const std::vector<store_grant>& grants, const char* what) {
+        if (grants.size() != static_cast<size_t>(o.chunks))
+          throw std::runtime_error(std::string(what) + ": " + std::to_string(grants.size()) + " answers for " +
+                                   std::to_string(o.chunks) + " chunks");
+        for (size_t c = 0; c < grants.size(); ++c)
+          if (!grants[c].ok)
+            throw std::runtime_error(std::string(what) + " of chunk " + std::to_string(c) + ": " + grants[c].status);
+      };
+      store_step orders, finish_save, finish_load;
       for (int32_t c = 0; c < o.chunks; ++c) {
-        object_header h;
-        h.layout_fingerprint = fingerprint;
-        h.boundary_hash = static_cast<uint64_t>(c) + 1;
-        h.first_token = c * cfg.chunk_size;
-        h.tokens = cfg.chunk_size;
-        h.num_blocks = blocks_per_chunk;
-        size_t data_offset = 0;
-        auto status = store->reserve(key_of(c), h, chunk_bytes, data_offset);
-        if (status != reserve_status::ok)
-          throw std::runtime_error(std::string("reserve of chunk ") + std::to_string(c) + ": " + to_string(status));
-        launch(c, arena + data_offset, true);
+        orders.reserves.push_back(ref_of(c));
+        finish_save.commits.push_back(ref_of(c).key);
+        finish_load.unpins.push_back(ref_of(c).key);
       }
-      dev->synchronize();
-      for (int32_t c = 0; c < o.chunks; ++c)
-        store->commit(key_of(c));
-      if (r >= 0)
-        save = std::min(save, seconds_since(t0));
-    }
+      store_step pins;
+      pins.pins = orders.reserves;
+      for (int32_t r = -1; r < o.repeats; ++r) {
+        store_step empty;
+        empty.evict_all = true;
+        send(empty);
+        dev->synchronize();
+        auto t0 = clock_type::now();
+        auto d = send(orders);
+        granted(d.reserves, "reserve");
+        for (int32_t c = 0; c < o.chunks; ++c)
+          launch(c, base + d.reserves[static_cast<size_t>(c)].data_offset, true);
+        dev->synchronize();
+        send(finish_save);
+        if (r >= 0)
+          t.save = std::min(t.save, seconds_since(t0));
+      }
+      for (int32_t r = -1; r < o.repeats; ++r) {
+        dev->synchronize();
+        auto t0 = clock_type::now();
+        auto d = send(pins);
+        granted(d.pins, "pin");
+        for (int32_t c = 0; c < o.chunks; ++c)
+          launch(c, base + d.pins[static_cast<size_t>(c)].data_offset, false);
+        dev->synchronize();
+        send(finish_load);
+        if (r >= 0)
+          t.load = std::min(t.load, seconds_since(t0));
+      }
+      return t;
+    };
 
-    // LOAD: pin (header and checksum verified) and scatter every chunk, one synchronize, unpin.
-    double load = 1e30;
-    for (int32_t r = -1; r < o.repeats; ++r) {
-      dev->synchronize();
-      auto t0 = clock_type::now();
-      for (int32_t c = 0; c < o.chunks; ++c) {
-        object_header h;
-        size_t data_offset = 0;
-        auto status = store->pin(key_of(c), fingerprint, static_cast<uint64_t>(c) + 1, h, data_offset);
-        if (status != pin_status::ok)
-          throw std::runtime_error(std::string("pin of chunk ") + std::to_string(c) + ": " + to_string(status));
-        launch(c, arena + data_offset, false);
-      }
-      dev->synchronize();
-      for (int32_t c = 0; c < o.chunks; ++c)
-        store->unpin(key_of(c));
-      if (r >= 0)
-        load = std::min(load, seconds_since(t0));
+    auto store = std::make_unique<host_store>(arena, capacity);
+    const path_times in_process = run_path([&](store_step s) { return apply(store.get(), s).done; }, arena);
+    const double save = in_process.save, load = in_process.load;
+    // The same rounds through a store server in another process, in this run.
+    std::optional<path_times> remote;
+    std::string remote_name;
+    if (o.store_server) {
+      auto server = start_bench_store_server(*dev, capacity, fingerprint);
+      remote_name = server->name();
+      remote = run_path([&](store_step s) { return server->step(std::move(s)); }, server->arena());
     }
     const std::string broken = store->check_invariants();
     if (!broken.empty())
@@ -576,6 +608,18 @@ int run_bench_offload(const bench_offload_options& o) {
                 ratio(save_gbps, memcpy_d2h_gbps));
     std::printf("%-38s %12zu %10.3f %8.2f %9.3f\n", "load: pin (verify) + scatter + unpin", total, load * 1e3,
                 load_gbps, ratio(load_gbps, memcpy_h2d_gbps));
+    double store_save_gbps = 0, store_load_gbps = 0;
+    if (remote) {
+      store_save_gbps = gbps(static_cast<double>(total), remote->save);
+      store_load_gbps = gbps(static_cast<double>(total), remote->load);
+      std::printf("%-38s %12zu %10.3f %8.2f %9.3f  (%.3f of in-process)\n", "store server: save (other process)", total,
+                  remote->save * 1e3, store_save_gbps, ratio(store_save_gbps, memcpy_d2h_gbps),
+                  ratio(store_save_gbps, save_gbps));
+      std::printf("%-38s %12zu %10.3f %8.2f %9.3f  (%.3f of in-process)\n", "store server: load (other process)", total,
+                  remote->load * 1e3, store_load_gbps, ratio(store_load_gbps, memcpy_h2d_gbps),
+                  ratio(store_load_gbps, load_gbps));
+      std::printf("store server: %s\n", remote_name.c_str());
+    }
     nlohmann::json j = {{"bench", "offload"},
                         {"preset", to_string(cfg.preset)},
                         {"size", to_string(cfg.size)},
@@ -595,6 +639,14 @@ int run_bench_offload(const bench_offload_options& o) {
                         {"checksum_gbps", checksum_gbps},
                         {"save_ratio", ratio(save_gbps, memcpy_d2h_gbps)},
                         {"load_ratio", ratio(load_gbps, memcpy_h2d_gbps)}};
+    if (remote) {
+      j["store_save_gbps"] = store_save_gbps;
+      j["store_load_gbps"] = store_load_gbps;
+      j["store_save_ratio"] = ratio(store_save_gbps, memcpy_d2h_gbps);
+      j["store_load_ratio"] = ratio(store_load_gbps, memcpy_h2d_gbps);
+      j["store_save_of_in_process"] = ratio(store_save_gbps, save_gbps);
+      j["store_load_of_in_process"] = ratio(store_load_gbps, load_gbps);
+    }
     std::printf("BENCH_JSON %s\n", j.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -39,6 +39,7 @@ struct bench_offload_options {
   std::vector<std::string> overrides;
   int32_t chunks = 32;  // chunk objects saved and loaded each way
   int32_t repeats = 5;  // best of
+  bool store_server = true; // also through an `ordo store` process started for the run
 };
 
 // The host tier's offload path for the configured preset's KV pages: per chunk object
@@ -46,7 +47,34 @@ struct bench_offload_options {
 // reserve, one segment-major gather kernel on the save stream and a checksummed commit; back,
 // a verifying pin, one scatter kernel on the load stream and an unpin. Against one plain pinned
 // copy of the same bytes each way, and xxh64 alone. Returns the process exit code.
+// With store_server, the same rounds again through a store server in another process (started
+// from this binary, control over CAF, bytes in its shared arena), in the same run.
 int run_bench_offload(const bench_offload_options& options);
+
+} // namespace ordo
+
+#include <memory>
+
+#include "messages/store.hpp"
+
+namespace ordo {
+
+class device;
+
+// A store server process for `ordo bench offload` (tools/bench_store.cpp): started from this
+// binary with an arena of at least `capacity_bytes`, one session opened by hello, its arena
+// mapped and registered with `dev`. The destructor stops the process by its pid.
+class bench_store_server {
+public:
+  virtual ~bench_store_server() = default;
+  virtual uint8_t* arena() const = 0;
+  virtual std::string name() const = 0; // its engine id and endpoint
+  // One store step through the session; throws std::runtime_error on a refusal or no answer.
+  virtual store_step_done step(store_step s) = 0;
+};
+
+std::unique_ptr<bench_store_server> start_bench_store_server(device& dev, uint64_t capacity_bytes,
+                                                             uint64_t namespace_id);
 
 } // namespace ordo
 

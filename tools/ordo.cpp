@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
   offload_cmd->add_option("--set", off.overrides, "override a config key (repeatable)");
   offload_cmd->add_option("--chunks", off.chunks, "chunk objects saved and loaded each way");
   offload_cmd->add_option("--repeats", off.repeats, "best of this many runs");
+  bool no_store_server = false;
+  offload_cmd->add_flag("--no-store-server", no_store_server,
+                        "skip the path through an `ordo store` process (started for the run by default)");
 
   ordo::bench_trace_options trc;
   auto* trace_bench_cmd = bench_cmd->add_subcommand("trace", "what recording a trace costs: off/on A/B, interleaved");
@@ -154,8 +157,10 @@ int main(int argc, char** argv) {
     return ordo::run_bench_forward(fwd);
   if (*copy_cmd)
     return ordo::run_bench_copy(cpy);
-  if (*offload_cmd)
+  if (*offload_cmd) {
+    off.store_server = !no_store_server;
     return ordo::run_bench_offload(off);
+  }
   if (*trace_bench_cmd)
     return ordo::run_bench_trace(trc);
   if (*node_cmd) {
