@@ -207,6 +207,33 @@ def main():
           r["status"] == 200 and r["from"]["store"] == 0, r)
     other.stop()
 
+    # --- fp8 KV (scale planes travel with the pages) through the store -----------------------------
+    f1 = node(s, "model.kv_dtype=fp8", name="fp8").start()
+    cold_fp8 = send(f1.http, 768, 1)
+    f1.stop()
+    f2 = node(s, "model.kv_dtype=fp8", name="fp8-restarted").start()
+    r = send(f2.http, 768, 1)
+    check("fp8 KV: a restarted node resumes at 704 from the store with the cold digest",
+          r["status"] == 200 and r["resume_at"] == 704 and r["from"]["store"] > 0 and
+          r["digest"] == cold_fp8.get("digest"), (cold_fp8, r))
+    f2.stop()
+
+    # --- a hung store (SIGSTOP): every request meets its deadline, then the node reconnects -------
+    hung = node(s, "store.deadline_ms=1000", name="deadline").start()
+    s.p.send_signal(signal.SIGSTOP)
+    t0 = time.time()
+    r = send(hung.http, 768, 6)
+    took = time.time() - t0
+    check("with the store stopped a request is answered exactly after the store's deadline",
+          r["status"] == 200 and r["digest"] == cold[(768, 6)] and took < 10, (r, took))
+    h = health(hung.http)
+    check("... /health names the failed store request",
+          h["store"]["connected"] is False and "request_timeout" in h["store"].get("error", ""), h)
+    s.p.send_signal(signal.SIGCONT)
+    check("after SIGCONT the node reconnects", wait_for(lambda: health(hung.http)["store"]["connected"] is True, 15),
+          health(hung.http))
+    hung.stop()
+
     # --- SIGKILL of the store during traffic ----------------------------------------------------
     evict_hbm(b.http)
     results = []
