@@ -29,7 +29,11 @@ using store_server_actor = caf::typed_actor<
   // a session's connector, any time: which of `keys` are committed.
   caf::replies_to<store_contains>::with<store_contains_done>,
   // a session's connector, once per connector step (seq contiguous per session).
-  caf::replies_to<store_step>::with<store_step_done>>;
+  caf::replies_to<store_step>::with<store_step_done>,
+  // a session with store.transport = "tcp", after the pin that granted the object: its bytes.
+  caf::replies_to<store_read>::with<store_read_done>,
+  // a session with store.transport = "tcp", after the reserve and before the commit: its bytes.
+  caf::replies_to<store_write>::with<store_write_done>>;
 
 using connector_actor = caf::typed_actor<
   // scheduler, once per new request, before the request is admitted.

@@ -50,7 +50,9 @@ caf::actor_system_config make_actor_config(const node_config& node) {
 // the KV arena with the weights.
 void check_host_memory(const node_config& cfg, const model_options& mo) {
   const uint64_t available = available_memory_bytes();
-  if (cfg.connector == connector_kind::offload) // a store server's arena is the store's memory
+  // A store server's arena is the store's memory; with store.transport = "tcp" the node stages.
+  if (cfg.connector == connector_kind::offload ||
+      (cfg.connector == connector_kind::store && cfg.store_transport == "tcp"))
     check_allocation("store.capacity_mb = " + std::to_string(cfg.store_capacity_mb),
                      static_cast<uint64_t>(cfg.store_capacity_mb) << 20, available);
   if (cfg.device_kind != device_kind::cpu)
@@ -172,8 +174,13 @@ int node::start() {
   store_actor store;
   if (d.cfg.connector == connector_kind::store) {
     // A store server's arenas are mapped into this window as sessions open (actors/store_client).
-    d.window = std::make_shared<host_window>(opts.host_arena_bytes);
-    d.host_arena = d.window->base();
+    const bool tcp = d.cfg.store_transport == "tcp";
+    if (tcp) {
+      d.host_arena = static_cast<uint8_t*>(dev->alloc_host_pinned(opts.host_arena_bytes));
+    } else {
+      d.window = std::make_shared<host_window>(opts.host_arena_bytes);
+      d.host_arena = d.window->base();
+    }
     const auto address = parse_host_port(d.cfg.store_address);
     store_client_options sc;
     sc.host = address->host;
@@ -182,6 +189,9 @@ int node::start() {
     sc.expect_identity = d.cfg.store_expect_identity;
     sc.deadline_ms = static_cast<uint32_t>(d.cfg.store_deadline_ms);
     sc.window = d.window;
+    sc.tcp = tcp;
+    sc.staging_base = tcp ? d.host_arena : nullptr;
+    sc.staging_bytes = tcp ? opts.host_arena_bytes : 0;
     sc.dev = dev;
     sc.tap = tap;
     d.store_link = sc.status;

@@ -1,6 +1,8 @@
 #include "actors/store_client.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -54,6 +56,12 @@ store_server_actor::behavior_type session_link(store_server_actor::pointer self,
       [=](const store_step& m) -> caf::result<store_step_done> {
         return forward<store_step_done>(self, remote, deadline, m);
       },
+      [=](const store_read& m) -> caf::result<store_read_done> {
+        return forward<store_read_done>(self, remote, deadline, m);
+      },
+      [=](const store_write& m) -> caf::result<store_write_done> {
+        return forward<store_write_done>(self, remote, deadline, m);
+      },
   };
 }
 
@@ -78,6 +86,24 @@ struct held_key {
   uint64_t gen = 0;
   int32_t pins = 0;
   int32_t reservations = 0;
+  // store.transport = "tcp": where its bytes are staged in the node's own arena.
+  std::vector<uint64_t> staged_pins;
+  std::optional<uint64_t> staged_reservation;
+  uint64_t bytes = 0;
+};
+
+// A finished pin or reservation: whether its session still takes the order, and its staging.
+struct finished_grant {
+  bool forward = false;
+  std::optional<uint64_t> staged;
+  uint64_t bytes = 0;
+};
+
+// One object's bytes between the staging arena and the store (store.transport = "tcp").
+struct staged_object {
+  object_key key;
+  uint64_t staged = 0;
+  uint64_t bytes = 0;
 };
 
 struct client_state {
@@ -94,6 +120,9 @@ struct client_state {
   std::string down_why = "not connected yet";
   std::string granularity; // the last store's: answers without a store keep the scheduler's mode
   std::unordered_map<object_key, held_key, object_key_hash> held;
+  std::unique_ptr<range_allocator> staging; // store.transport = "tcp"
+  store_step pending_release; // tcp: grants the node could not stage, released with the next step
+  uint64_t pending_gen = 0;
   sequence_check steps;
   door io;
   static inline const char* name = "store";
@@ -208,12 +237,14 @@ void on_welcome(self_ptr self, uint64_t gen, const store_welcome& w) {
     return attempt_failed(self, gen,
                           at + " is " + w.store_id + ", not the store.expect_identity = " + st.opt.expect_identity,
                           true);
-  if (w.boot_id != st.boot)
+  if (!st.opt.tcp && w.boot_id != st.boot)
     return attempt_failed(self, gen,
                           at + " runs on another host (boot id " + w.boot_id + ", this node's " + st.boot +
                               "): store.transport = \"shm\" needs a store on this host",
                           true);
-  try {
+  if (st.opt.tcp) {
+    s.arena_bytes = w.arena_bytes; // bytes travel as store_read / store_write pieces
+  } else try {
     received_arena a = receive_arena_fd(w.arena_socket, static_cast<int>(st.opt.deadline_ms));
     if (a.bytes != w.arena_bytes) {
       ::close(a.fd);
@@ -324,28 +355,209 @@ store_contains_done absent(const client_state& st, const store_contains& q) {
   return out;
 }
 
-// A finished pin or reservation: whose session granted it, and whether that session takes the order.
-bool finish(self_ptr self, const object_key& k, bool reservation) {
+// A finished pin or reservation: whose session granted it, whether that session takes the
+// order, and (tcp) the staging range it used, for the caller to give back.
+finished_grant finish(self_ptr self, const object_key& k, bool reservation) {
   auto& st = self->state;
+  finished_grant out;
   auto it = st.held.find(k);
   if (it == st.held.end())
-    return false; // never granted by a session (a store that was unreachable refused it)
+    return out; // never granted by a session (a store that was unreachable refused it)
   held_key& h = it->second;
   int32_t& n = reservation ? h.reservations : h.pins;
   if (n <= 0)
-    return false;
+    return out;
   --n;
+  out.bytes = h.bytes;
+  if (reservation) {
+    out.staged = h.staged_reservation;
+    h.staged_reservation.reset();
+  } else if (!h.staged_pins.empty()) {
+    out.staged = h.staged_pins.back();
+    h.staged_pins.pop_back();
+  }
   const uint64_t gen = h.gen;
   if (h.pins == 0 && h.reservations == 0)
     st.held.erase(it);
   auto s = st.sessions.find(gen);
   if (s == st.sessions.end())
-    return false;
+    return out;
   --s->second.outstanding;
-  if (s->second.live && st.live == gen)
-    return true;
+  if (s->second.live && st.live == gen) {
+    out.forward = true;
+    return out;
+  }
   maybe_release(self, gen);
-  return false;
+  return out;
+}
+
+// Moves every object's bytes between the staging arena and the store in pieces of at most
+// store_piece_max_bytes, all in flight at once; `done` gets "" or the first failure.
+void move_pieces(self_ptr self, uint64_t gen, const std::vector<staged_object>& objects, bool write,
+                 std::function<void(std::string)> done) {
+  auto& st = self->state;
+  auto left = std::make_shared<size_t>(0);
+  for (const auto& o : objects)
+    *left += (o.bytes + store_piece_max_bytes - 1) / store_piece_max_bytes;
+  if (*left == 0)
+    return done("");
+  auto failure = std::make_shared<std::string>();
+  auto one_done = [left, failure, done](std::string why) {
+    if (!why.empty() && failure->empty())
+      *failure = std::move(why);
+    if (--*left == 0)
+      done(*failure);
+  };
+  const store_server_actor link = st.sessions.at(gen).link;
+  uint8_t* base = st.opt.staging_base;
+  for (const auto& o : objects)
+    for (uint64_t off = 0; off < o.bytes; off += store_piece_max_bytes) {
+      const uint64_t n = std::min(store_piece_max_bytes, o.bytes - off);
+      uint8_t* at = base + o.staged + off;
+      auto failed = [self, one_done, write](caf::error& e) {
+        one_done(std::string(write ? "store_write" : "store_read") + " failed: " + self->system().render(e));
+      };
+      if (write)
+        self->request(link, st.outer_deadline(), store_write{o.key, off, std::vector<uint8_t>(at, at + n)})
+            .then([one_done, n](store_write_done& d) { one_done(d.bytes == n ? "" : "the store wrote a short piece"); },
+                  failed);
+      else
+        self->request(link, st.outer_deadline(), store_read{o.key, off, n})
+            .then(
+                [one_done, n, at](store_read_done& d) {
+                  if (d.data.size() != n)
+                    return one_done("the store read a short piece");
+                  std::memcpy(at, d.data.data(), n);
+                  one_done("");
+                },
+                failed);
+    }
+}
+
+// The live session's step failed (or its answer is unusable): end it, answer without a store.
+void step_failed(self_ptr self, uint64_t gen, const std::string& why) {
+  auto& st = self->state;
+  st.opt.status->update([](store_link_view& v) { ++v.failed_requests_total; });
+  if (st.live == gen) {
+    end_session(self, gen, why);
+    schedule_retry(self);
+  }
+}
+
+// Sends `fwd` through session `gen` and answers the connector's `step` from the store's reply.
+void forward_step(self_ptr self, uint64_t gen, const store_step& step, store_step fwd, std::vector<bool> pin_local,
+                  std::vector<bool> reserve_local, caf::typed_response_promise<store_step_done> rp,
+                  caf::strong_actor_ptr requester) {
+  auto& st = self->state;
+  const std::string held_elsewhere = "held by an ended store session until its transfer finishes";
+  self->request(st.sessions.at(gen).link, st.outer_deadline(), fwd)
+      .then(
+          [self, rp, requester, gen, step, fwd, pin_local, reserve_local, held_elsewhere](store_step_done& got) mutable {
+            auto& st = self->state;
+            auto sit = st.sessions.find(gen);
+            std::string bad;
+            if (sit == st.sessions.end() || !sit->second.live)
+              bad = "the store session ended while the step was in flight";
+            else if (got.pins.size() != fwd.pins.size() || got.reserves.size() != fwd.reserves.size())
+              bad = "the store answered " + std::to_string(got.pins.size()) + " pins and " +
+                    std::to_string(got.reserves.size()) + " reserves for " + std::to_string(fwd.pins.size()) +
+                    " and " + std::to_string(fwd.reserves.size());
+            else
+              for (const auto* grants : {&got.pins, &got.reserves})
+                for (const auto& g : *grants)
+                  if (g.ok && (g.data_offset > sit->second.arena_bytes ||
+                               g.data_bytes > sit->second.arena_bytes - g.data_offset))
+                    bad = "the store granted bytes outside its arena";
+            if (!bad.empty()) {
+              step_failed(self, gen, bad);
+              return st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + bad));
+            }
+            session_rec& s = sit->second;
+            store_step_done done;
+            done.header = step.header;
+            done.stats = got.stats;
+            done.num_evicted = got.num_evicted;
+            done.granularity = got.granularity;
+            // tcp: each granted object gets a staging range; one that does not fit is refused and
+            // released in the session's next step.
+            std::vector<staged_object> to_read;
+            auto stage = [&](store_grant& g, bool reservation) {
+              if (!g.ok || !st.staging)
+                return;
+              auto at = st.staging->take(g.data_bytes);
+              if (!at) {
+                (reservation ? st.pending_release.aborts : st.pending_release.unpins).push_back(g.key);
+                st.pending_gen = gen;
+                g.ok = false;
+                g.status = "no room in the node's staging arena (store.transport = \"tcp\")";
+                return;
+              }
+              if (!reservation)
+                to_read.push_back({g.key, *at, g.data_bytes});
+              g.data_offset = *at;
+            };
+            for (auto& g : got.pins)
+              stage(g, false);
+            for (auto& g : got.reserves)
+              stage(g, true);
+            auto take = [&](const std::vector<object_ref>& orders, const std::vector<bool>& local,
+                            std::vector<store_grant>& answers, bool reservation, std::vector<store_grant>& into) {
+              size_t next = 0;
+              for (size_t i = 0; i < orders.size(); ++i) {
+                if (local[i]) {
+                  store_grant g;
+                  g.key = orders[i].key;
+                  g.status = held_elsewhere;
+                  into.push_back(std::move(g));
+                  continue;
+                }
+                store_grant g = std::move(answers[next++]);
+                if (g.ok) {
+                  held_key& h = st.held[g.key];
+                  h.gen = gen;
+                  h.bytes = g.data_bytes;
+                  ++(reservation ? h.reservations : h.pins);
+                  ++s.outstanding;
+                  if (st.staging && reservation)
+                    h.staged_reservation = g.data_offset;
+                  else if (st.staging)
+                    h.staged_pins.push_back(g.data_offset);
+                  else
+                    g.data_offset += s.window_offset;
+                }
+                into.push_back(std::move(g));
+              }
+            };
+            take(step.pins, pin_local, got.pins, false, done.pins);
+            take(step.reserves, reserve_local, got.reserves, true, done.reserves);
+            if (auto& rec = st.io.tap().recorder)
+              for (const auto& g : done.pins)
+                rec->store_verdict(g.key, g.status);
+            if (to_read.empty())
+              return st.io.deliver(rp, requester, std::move(done));
+            // tcp: the pinned bytes arrive in the staging arena before the grants go out.
+            move_pieces(self, gen, to_read, false, [self, rp, requester, gen, step, done](std::string why) mutable {
+              auto& st = self->state;
+              if (why.empty())
+                return st.io.deliver(rp, requester, std::move(done));
+              for (const auto& g : done.pins)
+                if (g.ok)
+                  if (auto f = finish(self, g.key, false); f.staged)
+                    st.staging->give(*f.staged);
+              for (const auto& g : done.reserves)
+                if (g.ok)
+                  if (auto f = finish(self, g.key, true); f.staged)
+                    st.staging->give(*f.staged);
+              step_failed(self, gen, why);
+              st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + why));
+            });
+          },
+          [self, rp, requester, gen, step](caf::error& e) mutable {
+            auto& st = self->state;
+            const std::string why = "a store step failed: " + self->system().render(e);
+            step_failed(self, gen, why);
+            st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + why));
+          });
 }
 
 store_client_actor::behavior_type store_client(self_ptr self, store_client_options opt) {
@@ -353,6 +565,8 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
   st.opt = std::move(opt);
   st.where = "tcp://" + st.opt.host + ":" + std::to_string(st.opt.port);
   st.boot = boot_id();
+  if (st.opt.tcp)
+    st.staging = std::make_unique<range_allocator>(st.opt.staging_bytes, 4096);
   st.io = door("store", st.opt.tap);
   st.opt.status->update([&](store_link_view& v) {
     v.address = st.opt.host + ":" + std::to_string(st.opt.port);
@@ -412,26 +626,49 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
           spdlog::critical("store client: {}", why);
           return st.io.refuse(self, "store_step_done", why);
         }
-        // Finished transfers go to the session that granted them, if it still takes orders.
+        // Finished transfers go to the session that granted them, if it still takes orders; their
+        // staging ranges (tcp) are given back, a commit's only after its bytes reached the store.
         store_step fwd;
         fwd.evict_all = step.evict_all;
-        for (const auto& k : step.commits)
-          if (finish(self, k, true))
+        std::vector<staged_object> writes;
+        std::vector<uint64_t> give_back;
+        for (const auto& k : step.commits) {
+          auto f = finish(self, k, true);
+          if (f.staged) {
+            give_back.push_back(*f.staged);
+            if (f.forward)
+              writes.push_back({k, *f.staged, f.bytes});
+          }
+          if (f.forward)
             fwd.commits.push_back(k);
-        for (const auto& k : step.aborts)
-          if (finish(self, k, true))
-            fwd.aborts.push_back(k);
-        for (const auto& k : step.unpins)
-          if (finish(self, k, false))
-            fwd.unpins.push_back(k);
+        }
+        for (const auto* keys : {&step.aborts, &step.unpins})
+          for (const auto& k : *keys) {
+            auto f = finish(self, k, keys == &step.aborts);
+            if (f.staged)
+              st.staging->give(*f.staged);
+            if (f.forward)
+              (keys == &step.aborts ? fwd.aborts : fwd.unpins).push_back(k);
+          }
+        auto release_staging = [self, give_back] {
+          for (uint64_t at : give_back)
+            self->state.staging->give(at);
+        };
         if (!st.live) {
+          release_staging();
           st.opt.status->update([](store_link_view& v) { ++v.unreachable_answers_total; });
           return st.io.reply(self, unreachable(st, step, "store unreachable: " + st.down_why));
         }
         const uint64_t gen = *st.live;
         session_rec& s = st.sessions.at(gen);
+        if (st.pending_gen == gen) {
+          for (const auto& k : st.pending_release.unpins)
+            fwd.unpins.push_back(k);
+          for (const auto& k : st.pending_release.aborts)
+            fwd.aborts.push_back(k);
+        }
+        st.pending_release = {};
         // A key still held from an ended session is refused until its transfers finish.
-        const std::string held_elsewhere = "held by an ended store session until its transfer finishes";
         std::vector<bool> pin_local(step.pins.size()), reserve_local(step.reserves.size());
         auto route = [&](const std::vector<object_ref>& orders, std::vector<bool>& local, std::vector<object_ref>& out) {
           for (size_t i = 0; i < orders.size(); ++i) {
@@ -446,77 +683,23 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
         fwd.header = {gen, s.stamp.next()};
         auto requester = self->current_sender();
         auto rp = self->make_response_promise<store_step_done>();
-        self->request(s.link, st.outer_deadline(), fwd)
-            .then(
-                [self, rp, requester, gen, step, fwd, pin_local, reserve_local, held_elsewhere](store_step_done& got) mutable {
-                  auto& st = self->state;
-                  auto sit = st.sessions.find(gen);
-                  std::string bad;
-                  if (sit == st.sessions.end() || !sit->second.live)
-                    bad = "the store session ended while the step was in flight";
-                  else if (got.pins.size() != fwd.pins.size() || got.reserves.size() != fwd.reserves.size())
-                    bad = "the store answered " + std::to_string(got.pins.size()) + " pins and " +
-                          std::to_string(got.reserves.size()) + " reserves for " + std::to_string(fwd.pins.size()) +
-                          " and " + std::to_string(fwd.reserves.size());
-                  else
-                    for (const auto* grants : {&got.pins, &got.reserves})
-                      for (const auto& g : *grants)
-                        if (g.ok && (g.data_offset > sit->second.arena_bytes ||
-                                     g.data_bytes > sit->second.arena_bytes - g.data_offset))
-                          bad = "the store granted bytes outside its arena";
-                  if (!bad.empty()) {
-                    st.opt.status->update([](store_link_view& v) { ++v.failed_requests_total; });
-                    if (st.live == gen) {
-                      end_session(self, gen, bad);
-                      schedule_retry(self);
-                    }
-                    return st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + bad));
-                  }
-                  session_rec& s = sit->second;
-                  store_step_done done;
-                  done.header = step.header;
-                  done.stats = got.stats;
-                  done.num_evicted = got.num_evicted;
-                  done.granularity = got.granularity;
-                  auto take = [&](const std::vector<object_ref>& orders, const std::vector<bool>& local,
-                                  std::vector<store_grant>& answers, bool reservation, std::vector<store_grant>& into) {
-                    size_t next = 0;
-                    for (size_t i = 0; i < orders.size(); ++i) {
-                      if (local[i]) {
-                        store_grant g;
-                        g.key = orders[i].key;
-                        g.status = held_elsewhere;
-                        into.push_back(std::move(g));
-                        continue;
+        if (writes.empty()) {
+          forward_step(self, gen, step, std::move(fwd), pin_local, reserve_local, rp, requester);
+          return rp;
+        }
+        // tcp: the saved bytes go to the store before their commits.
+        move_pieces(self, gen, writes, true,
+                    [self, gen, step, fwd, pin_local, reserve_local, rp, requester, release_staging](std::string why) mutable {
+                      release_staging();
+                      auto& st = self->state;
+                      if (!why.empty() || st.live != gen) {
+                        if (why.empty())
+                          why = "the store session ended while saved bytes were in flight";
+                        step_failed(self, gen, why);
+                        return st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + why));
                       }
-                      store_grant g = std::move(answers[next++]);
-                      if (g.ok) {
-                        g.data_offset += s.window_offset;
-                        held_key& h = st.held[g.key];
-                        h.gen = gen;
-                        ++(reservation ? h.reservations : h.pins);
-                        ++s.outstanding;
-                      }
-                      into.push_back(std::move(g));
-                    }
-                  };
-                  take(step.pins, pin_local, got.pins, false, done.pins);
-                  take(step.reserves, reserve_local, got.reserves, true, done.reserves);
-                  if (auto& rec = st.io.tap().recorder)
-                    for (const auto& g : done.pins)
-                      rec->store_verdict(g.key, g.status);
-                  st.io.deliver(rp, requester, std::move(done));
-                },
-                [self, rp, requester, gen, step](caf::error& e) mutable {
-                  auto& st = self->state;
-                  const std::string why = "a store step failed: " + self->system().render(e);
-                  st.opt.status->update([](store_link_view& v) { ++v.failed_requests_total; });
-                  if (st.live == gen) {
-                    end_session(self, gen, why);
-                    schedule_retry(self);
-                  }
-                  st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + why));
-                });
+                      forward_step(self, gen, step, std::move(fwd), pin_local, reserve_local, rp, requester);
+                    });
         return rp;
       },
       [self](const store_corrupt& c) -> caf::result<int32_t> {

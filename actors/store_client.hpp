@@ -72,6 +72,12 @@ struct store_client_options {
   std::string expect_identity; // "" = any store
   uint32_t deadline_ms = 5000;
   std::shared_ptr<host_window> window; // where arenas are mapped (the runner's host arena)
+  // store.transport = "tcp": no shared arena; grants point into this staging arena of the node
+  // (the runner's host arena), filled by store_read pieces before a pin's grant goes out and sent
+  // by store_write pieces before a save's commit. A store on another host is allowed.
+  bool tcp = false;
+  uint8_t* staging_base = nullptr;
+  uint64_t staging_bytes = 0;
   std::shared_ptr<device> dev;         // registers each mapped arena (GPU) and unregisters it
   std::shared_ptr<store_link_status> status = std::make_shared<store_link_status>();
   trace_tap tap;

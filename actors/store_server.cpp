@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include <fcntl.h>
@@ -100,6 +101,8 @@ struct session {
   sequence_check steps;
   std::unordered_map<object_key, int32_t, object_key_hash> pins; // key → pins this session holds
   std::unordered_set<object_key, object_key_hash> reservations;  // reserved, not committed or aborted
+  // Where the data of each object it pins or reserved lies in the arena (store_read / store_write).
+  std::unordered_map<object_key, std::pair<uint64_t, uint64_t>, object_key_hash> extents;
 };
 
 struct store_server_state {
@@ -136,11 +139,34 @@ void track(session& s, const store_step& step, const store_step_done& done) {
       s.pins.erase(it);
   }
   for (const auto& g : done.pins)
-    if (g.ok)
+    if (g.ok) {
       ++s.pins[g.key];
+      s.extents[g.key] = {g.data_offset, g.data_bytes};
+    }
   for (const auto& g : done.reserves)
-    if (g.ok)
+    if (g.ok) {
       s.reservations.insert(g.key);
+      s.extents[g.key] = {g.data_offset, g.data_bytes};
+    }
+  for (auto it = s.extents.begin(); it != s.extents.end();)
+    it = s.pins.count(it->first) || s.reservations.count(it->first) ? std::next(it) : s.extents.erase(it);
+}
+
+// The arena range [offset, offset + bytes) of the data of `key`, if `s` holds it as asked (a pin
+// to read, a reservation to write) and the range lies inside its data; else why not.
+std::variant<uint64_t, std::string> piece_at(const session& s, const object_key& key, uint64_t offset,
+                                              uint64_t bytes, bool write) {
+  const bool held = write ? s.reservations.count(key) != 0 : s.pins.count(key) != 0;
+  auto it = s.extents.find(key);
+  if (!held || it == s.extents.end())
+    return std::string(write ? "store_write" : "store_read") + " of object " + hex64(key.hash) +
+           ", which this session has not " + (write ? "reserved" : "pinned");
+  const auto [data_offset, data_bytes] = it->second;
+  if (offset > data_bytes || bytes > data_bytes - offset || bytes > store_piece_max_bytes)
+    return "piece [" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") of object " + hex64(key.hash) +
+           " lies outside its " + std::to_string(data_bytes) + " bytes (or exceeds " +
+           std::to_string(store_piece_max_bytes) + " bytes)";
+  return data_offset + offset;
 }
 
 // The answer to a hello: a session for its sender, or a refusal naming both values.
@@ -331,6 +357,30 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
         spdlog::warn("store: engine {}: unpin of an object that is not pinned (hash {:016x})", s.engine_id, k.hash);
       st.publish();
       return st.io.reply(self, std::move(applied.done));
+    },
+    [self](const store_read& r) -> caf::result<store_read_done> {
+      auto& st = self->state;
+      auto it = st.sessions.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+      if (it == st.sessions.end())
+        return caf::make_error(caf::sec::invalid_argument, "store_read from an actor with no session");
+      auto at = piece_at(it->second, r.key, r.offset, r.bytes, false);
+      if (auto* why = std::get_if<std::string>(&at))
+        return caf::make_error(caf::sec::invalid_argument, *why);
+      store_read_done out{r.key, r.offset, {}};
+      const uint8_t* from = st.core->arena() + std::get<uint64_t>(at);
+      out.data.assign(from, from + r.bytes);
+      return out;
+    },
+    [self](store_write& w) -> caf::result<store_write_done> {
+      auto& st = self->state;
+      auto it = st.sessions.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+      if (it == st.sessions.end())
+        return caf::make_error(caf::sec::invalid_argument, "store_write from an actor with no session");
+      auto at = piece_at(it->second, w.key, w.offset, w.data.size(), true);
+      if (auto* why = std::get_if<std::string>(&at))
+        return caf::make_error(caf::sec::invalid_argument, *why);
+      std::memcpy(st.core->arena() + std::get<uint64_t>(at), w.data.data(), w.data.size());
+      return store_write_done{w.key, w.offset, w.data.size()};
     },
   };
 }

@@ -26,6 +26,11 @@
 
 namespace ordo {
 
+// The largest piece of a store_read / store_write (store.transport = "tcp"): a few MiB, so one
+// BASP message never approaches the connection timeout (the receiver's liveness is refreshed per
+// whole message).
+inline constexpr uint64_t store_piece_max_bytes = uint64_t{4} << 20;
+
 // The CAF app identifier both sides set (middleman.app-identifiers) and store_hello::wire.
 inline constexpr const char* store_wire_name = "ordo-wire-1";
 

@@ -80,7 +80,11 @@ struct wire_type;
   X(store_step_done, StoreStepDone)                                                              \
   X(store_corrupt, StoreCorrupt)                                                                 \
   X(store_hello, StoreHello)                                                                     \
-  X(store_welcome, StoreWelcome)
+  X(store_welcome, StoreWelcome)                                                                 \
+  X(store_read, StoreRead)                                                                       \
+  X(store_read_done, StoreReadDone)                                                              \
+  X(store_write, StoreWrite)                                                                     \
+  X(store_write_done, StoreWriteDone)
 
 ORDO_FOR_EACH_WIRE_TYPE(ORDO_WIRE_TYPE)
 

@@ -478,3 +478,29 @@ struct StoreWelcome {
   bootId @6 :Text;
   arenaSocket @7 :Text;    # abstract AF_UNIX name that hands out the arena's memfd
 }
+
+struct StoreRead {
+  # node -> store server (store.transport = "tcp"): a piece of a pinned object's data.
+  key @0 :ObjectKey;
+  offset @1 :UInt64;
+  bytes @2 :UInt64;
+}
+
+struct StoreReadDone {
+  key @0 :ObjectKey;
+  offset @1 :UInt64;
+  data @2 :List(UInt8);
+}
+
+struct StoreWrite {
+  # node -> store server (store.transport = "tcp"): a piece of a reserved object's data.
+  key @0 :ObjectKey;
+  offset @1 :UInt64;
+  data @2 :List(UInt8);
+}
+
+struct StoreWriteDone {
+  key @0 :ObjectKey;
+  offset @1 :UInt64;
+  bytes @2 :UInt64;
+}

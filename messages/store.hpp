@@ -155,4 +155,42 @@ struct store_welcome {
 
 ORDO_FIELDS(store_welcome, ok, why, store_id, arena_bytes, granularity, wire_digest, boot_id, arena_socket)
 
+// --- bytes over the actor connection (store.transport = "tcp", docs/store.md) ------------------
+
+// node → store server: `bytes` of the data of an object this session has pinned, from `offset`
+// (within the object's data). Pieces of a few MiB. Answered by store_read_done.
+struct store_read {
+  object_key key;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+ORDO_FIELDS(store_read, key, offset, bytes)
+
+struct store_read_done {
+  object_key key;
+  uint64_t offset = 0;
+  std::vector<uint8_t> data;
+};
+
+ORDO_FIELDS(store_read_done, key, offset, data)
+
+// node → store server: bytes of an object this session has reserved, written at `offset` within
+// its data before the commit. Answered by store_write_done.
+struct store_write {
+  object_key key;
+  uint64_t offset = 0;
+  std::vector<uint8_t> data;
+};
+
+ORDO_FIELDS(store_write, key, offset, data)
+
+struct store_write_done {
+  object_key key;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+ORDO_FIELDS(store_write_done, key, offset, bytes)
+
 } // namespace ordo

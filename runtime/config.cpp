@@ -337,9 +337,9 @@ void validate(const node_config& cfg) {
   if (!cfg.store_address.empty() && !parse_host_port(cfg.store_address))
     fail("store.address = " + in_quotes(cfg.store_address) + ": must be " + rule_address);
   check_choice("store.transport", cfg.store_transport, store_transports);
-  if (cfg.store_transport == "tcp")
-    fail("store.transport = \"tcp\": bytes over the actor connection are not built yet (issue 12); "
-         "use \"shm\" with a store on this host");
+  if (cfg.connector == connector_kind::store && cfg.store_transport == "tcp" && cfg.store_capacity_mb < 1)
+    bad("store.capacity_mb", cfg.store_capacity_mb,
+        "at least 1 with store.transport = \"tcp\" (the node's staging arena for the store's bytes)");
   if (cfg.store_deadline_ms < 100 || cfg.store_deadline_ms > 600000)
     bad("store.deadline_ms", cfg.store_deadline_ms, rule_deadline);
   if (!toml_config::is_name(cfg.store_expect_identity))

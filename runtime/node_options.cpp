@@ -30,7 +30,9 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
   const bool role_loads = cfg.kv_role != kv_role::kv_producer;
   const bool role_saves = cfg.kv_role != kv_role::kv_consumer;
   // A store server's arenas are mapped into a window the node reserves (runtime/shared_arena.hpp).
-  o.host_arena_bytes = store     ? static_cast<size_t>(store_window_bytes)
+  // With store.transport = "tcp" the bytes are staged in the node's own arena of store.capacity_mb.
+  const bool shared_arena = store && cfg.store_transport == "shm";
+  o.host_arena_bytes = shared_arena ? static_cast<size_t>(store_window_bytes)
                        : offload ? static_cast<size_t>(cfg.store_capacity_mb) << 20
                                  : 0;
   if (offload) {

@@ -179,7 +179,38 @@ received_arena receive_arena_fd(const std::string& name, int timeout_ms) {
   return {fd, m.bytes};
 }
 
-host_window::host_window(uint64_t bytes) : size_(bytes) {
+std::optional<uint64_t> range_allocator::take(uint64_t bytes) {
+  const uint64_t need = (bytes + align_ - 1) / align_ * align_;
+  uint64_t at = 0;
+  for (const auto& r : used_) {
+    if (r.offset >= at + need)
+      break;
+    at = std::max(at, (r.offset + r.bytes + align_ - 1) / align_ * align_);
+  }
+  if (need == 0 || at + need > size_)
+    return std::nullopt;
+  used_.push_back({at, bytes});
+  std::sort(used_.begin(), used_.end(), [](const range& a, const range& b) { return a.offset < b.offset; });
+  return at;
+}
+
+uint64_t range_allocator::give(uint64_t offset) {
+  auto it = std::find_if(used_.begin(), used_.end(), [&](const range& r) { return r.offset == offset; });
+  if (it == used_.end())
+    return 0;
+  const uint64_t bytes = it->bytes;
+  used_.erase(it);
+  return bytes;
+}
+
+uint64_t range_allocator::used_bytes() const {
+  uint64_t n = 0;
+  for (const auto& r : used_)
+    n += r.bytes;
+  return n;
+}
+
+host_window::host_window(uint64_t bytes) : size_(bytes), ranges_(bytes, window_align) {
   void* p = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     sys_fail("cannot reserve " + std::to_string(bytes >> 30) + " GiB of address space for store arenas", errno);
@@ -192,41 +223,29 @@ host_window::~host_window() {
 }
 
 uint64_t host_window::attach(int fd, uint64_t bytes) {
-  const uint64_t need = (bytes + window_align - 1) / window_align * window_align;
-  uint64_t at = 0;
-  for (const auto& r : used_) {
-    if (r.offset >= at + need)
-      break;
-    at = std::max(at, (r.offset + r.bytes + window_align - 1) / window_align * window_align);
-  }
-  if (need == 0 || at + need > size_)
+  auto at = ranges_.take(bytes);
+  if (!at)
     throw std::runtime_error("no room for an arena of " + std::to_string(bytes) + " bytes in the " +
                              std::to_string(size_ >> 30) + " GiB window (" + std::to_string(mapped_bytes()) +
                              " bytes mapped)");
-  void* p = ::mmap(base_ + at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-  if (p == MAP_FAILED)
-    sys_fail("cannot map the store arena of " + std::to_string(bytes) + " bytes", errno);
-  used_.push_back({at, bytes});
-  std::sort(used_.begin(), used_.end(), [](const range& a, const range& b) { return a.offset < b.offset; });
-  return at;
+  void* p = ::mmap(base_ + *at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    ranges_.give(*at);
+    sys_fail("cannot map the store arena of " + std::to_string(bytes) + " bytes", err);
+  }
+  return *at;
 }
 
 void host_window::detach(uint64_t offset) {
-  auto it = std::find_if(used_.begin(), used_.end(), [&](const range& r) { return r.offset == offset; });
-  if (it == used_.end())
+  const uint64_t bytes = ranges_.give(offset);
+  if (bytes == 0)
     return;
-  void* p = ::mmap(base_ + it->offset, it->bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-                   -1, 0);
+  void* p = ::mmap(base_ + offset, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   if (p == MAP_FAILED)
     spdlog::error("store arena at window offset {}: cannot unmap it: {}", offset, std::strerror(errno));
-  used_.erase(it);
 }
 
-uint64_t host_window::mapped_bytes() const {
-  uint64_t n = 0;
-  for (const auto& r : used_)
-    n += r.bytes;
-  return n;
-}
+uint64_t host_window::mapped_bytes() const { return ranges_.used_bytes(); }
 
 } // namespace ordo

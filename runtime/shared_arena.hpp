@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -49,6 +50,26 @@ struct received_arena {
 };
 received_arena receive_arena_fd(const std::string& name, int timeout_ms);
 
+// First-fit ranges of [0, size) at multiples of `align`: host_window's slots, and the staging
+// arena of a node whose store transport is "tcp". Not thread-safe.
+class range_allocator {
+public:
+  range_allocator(uint64_t size, uint64_t align) : size_(size), align_(align) {}
+  // The offset of `bytes` free bytes, or nullopt when no free range is large enough.
+  std::optional<uint64_t> take(uint64_t bytes);
+  // Gives back the range taken at `offset` and returns its size (0 if none starts there).
+  uint64_t give(uint64_t offset);
+  uint64_t used_bytes() const;
+  uint64_t size() const { return size_; }
+
+private:
+  struct range {
+    uint64_t offset, bytes;
+  };
+  uint64_t size_, align_;
+  std::vector<range> used_; // sorted by offset
+};
+
 // Node side: one reserved range of address space (PROT_NONE, no memory behind it) in which
 // arenas are mapped shared and read-write at offsets the window chooses (first fit, 2 MiB
 // aligned). Not thread-safe: its owner (the store client actor) serialises calls.
@@ -69,12 +90,9 @@ public:
   uint64_t mapped_bytes() const;
 
 private:
-  struct range {
-    uint64_t offset, bytes;
-  };
   uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
-  std::vector<range> used_; // sorted by offset
+  range_allocator ranges_;
 };
 
 } // namespace ordo

@@ -161,7 +161,7 @@ def main():
     # Cold references: a node without any host tier.
     ref = Proc(["node", "--config", HYBRID, "--port", "0", "--set", "kv_transfer.connector=none"] +
                [a for s in NODE_SET for a in ("--set", s)], "ref").start()
-    cases = [(768, 1), (1000, 2), (1300, 2), (1050, 3), (768, 4), (768, 5), (768, 6)]
+    cases = [(768, 1), (1000, 2), (1300, 2), (1050, 3), (768, 4), (768, 5), (768, 6), (768, 7)]
     cold = {c: send(ref.http, *c)["digest"] for c in cases}
     ref.stop()
 
@@ -199,6 +199,17 @@ def main():
     store_id = health(s.http)["engine_id"]
     check("store.expect_identity refuses another store (exit 1), naming both identities",
           code == 1 and store_id in exp.log() and "store-0000000000000000" in exp.log(), exp.log())
+
+    # --- store.transport = "tcp": the bytes travel as CAF messages, the objects are the same -----
+    t = node(s, "store.transport=tcp", name="tcp").start()
+    r = send(t.http, 768, 1)
+    check("tcp transport: a node resumes at 704 from objects a shm node saved, with the cold digest",
+          r["status"] == 200 and r["resume_at"] == 704 and r["from"]["store"] > 0 and r["digest"] == cold[(768, 1)], r)
+    send(t.http, 768, 7)
+    r = send(b.http, 768, 7)
+    check("... and a shm node resumes from what the tcp node saved, with the cold digest",
+          r["status"] == 200 and r["resume_at"] == 704 and r["from"]["store"] > 0 and r["digest"] == cold[(768, 7)], r)
+    t.stop()
 
     # --- namespaces: another model on the same store sees nothing of this one ------------------
     other = node(s, "cache.block_size=16", name="other-ns").start()

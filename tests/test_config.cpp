@@ -461,8 +461,11 @@ config = '{"kv_connector":"store","kv_connector_extra_config":{"host":"x"}}')"),
   for (const char* bad : {"127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", ":7000", "bad host:7000", "h:7x"})
     CHECK_THAT(error_of("", {"kv_transfer.connector=store", std::string("store.address=") + bad}),
                Contains(std::string("store.address = \"") + bad + "\": must be \"HOST:PORT\""));
-  CHECK_THAT(error_of("", {"kv_transfer.connector=store", "store.address=127.0.0.1:7000", "store.transport=tcp"}),
-             Contains(R"(store.transport = "tcp": bytes over the actor connection are not built yet)"));
+  CHECK(parse_config("", {"kv_transfer.connector=store", "store.address=127.0.0.1:7000", "store.transport=tcp"})
+            .store_transport == "tcp");
+  CHECK_THAT(error_of("", {"kv_transfer.connector=store", "store.address=127.0.0.1:7000", "store.transport=tcp",
+                           "store.capacity_mb=0"}),
+             Contains(R"(store.capacity_mb = 0: must be at least 1 with store.transport = "tcp")"));
   CHECK_THAT(error_of("", {"store.transport=udp"}), Contains(R"(store.transport = "udp": must be one of shm, tcp)"));
   CHECK_THAT(error_of("", {"store.deadline_ms=5"}), Contains("store.deadline_ms = 5: must be between 100 and 600000"));
   CHECK_THAT(error_of("", {"node.engine_id=a b"}), Contains(R"(node.engine_id = "a b": must be "")"));

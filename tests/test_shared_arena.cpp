@@ -56,6 +56,8 @@ TEST_CASE("an arena served over an abstract socket is the same memory in the nod
   CHECK(view[12345] == 0x5a);
   view[arena.bytes - 1] = 0xa5;          // the node writes (a save), the store reads
   CHECK(arena.data[arena.bytes - 1] == 0xa5);
+  for (int i = 0; i < 200 && server.served() < 1; ++i) // the server counts after its sendmsg returned
+    usleep(10000);
   CHECK(server.served() == 1);
 
   // A second arena goes to its own 2 MiB-aligned range; a detached range is reused first.
