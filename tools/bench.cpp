@@ -505,11 +505,13 @@ int run_bench_offload(const bench_offload_options& o) {
                                        /*segment_major=*/true));
     };
 
-    // One path = a store taking store steps, as a node's connector sends them: per round one step
-    // reserving (or pinning) every chunk, one kernel per chunk into the granted bytes, one
-    // synchronize, one step committing (or unpinning) them. SAVE rounds start from an empty store
-    // (an evict_all step outside the timing); LOAD pins verify header and checksum. Round -1 of
-    // each is an untimed warm-up (first kernel launches).
+    // One path = a store taking store steps as a node's connector sends them: one step per round
+    // (engine step), carrying the previous round's commits (or unpins) with this round's reserves
+    // (or pins), then one kernel per chunk into the granted bytes and one synchronize. So every
+    // timed round pays one store step and one batch of commits with their checksums, as a node's
+    // step does. SAVE rounds also empty the store in that step (evict_all runs after the commits,
+    // before the reserves); LOAD pins verify header and checksum. Round -1 of each is an untimed
+    // warm-up (first kernel launches); the last round's commits and unpins go out untimed.
     struct path_times {
       double save = 1e30, load = 1e30;
     };
@@ -528,41 +530,49 @@ int run_bench_offload(const bench_offload_options& o) {
           if (!grants[c].ok)
             throw std::runtime_error(std::string(what) + " of chunk " + std::to_string(c) + ": " + grants[c].status);
       };
-      store_step orders, finish_save, finish_load;
+      std::vector<object_ref> refs;
+      std::vector<object_key> keys;
       for (int32_t c = 0; c < o.chunks; ++c) {
-        orders.reserves.push_back(ref_of(c));
-        finish_save.commits.push_back(ref_of(c).key);
-        finish_load.unpins.push_back(ref_of(c).key);
+        refs.push_back(ref_of(c));
+        keys.push_back(ref_of(c).key);
       }
-      store_step pins;
-      pins.pins = orders.reserves;
       for (int32_t r = -1; r < o.repeats; ++r) {
-        store_step empty;
-        empty.evict_all = true;
-        send(empty);
+        store_step s;
+        if (r > -1)
+          s.commits = keys;
+        s.evict_all = true;
+        s.reserves = refs;
         dev->synchronize();
         auto t0 = clock_type::now();
-        auto d = send(orders);
+        auto d = send(std::move(s));
         granted(d.reserves, "reserve");
         for (int32_t c = 0; c < o.chunks; ++c)
           launch(c, base + d.reserves[static_cast<size_t>(c)].data_offset, true);
         dev->synchronize();
-        send(finish_save);
         if (r >= 0)
           t.save = std::min(t.save, seconds_since(t0));
       }
+      store_step last;
+      last.commits = keys;
+      send(std::move(last));
       for (int32_t r = -1; r < o.repeats; ++r) {
+        store_step s;
+        if (r > -1)
+          s.unpins = keys;
+        s.pins = refs;
         dev->synchronize();
         auto t0 = clock_type::now();
-        auto d = send(pins);
+        auto d = send(std::move(s));
         granted(d.pins, "pin");
         for (int32_t c = 0; c < o.chunks; ++c)
           launch(c, base + d.pins[static_cast<size_t>(c)].data_offset, false);
         dev->synchronize();
-        send(finish_load);
         if (r >= 0)
           t.load = std::min(t.load, seconds_since(t0));
       }
+      last = {};
+      last.unpins = keys;
+      send(std::move(last));
       return t;
     };
 
@@ -597,25 +607,25 @@ int run_bench_offload(const bench_offload_options& o) {
     std::printf("%d chunk objects of %d blocks x %zu fields = %zu bytes each (%.1f MiB in all); store arena %zu bytes\n",
                 o.chunks, blocks_per_chunk, fields.size(), chunk_bytes, static_cast<double>(total) / (1 << 20),
                 capacity);
-    std::printf("%-38s %12s %10s %8s %9s\n", "path", "bytes", "ms", "GB/s", "of copy");
-    std::printf("%-38s %12zu %10.3f %8.2f %9s\n", "copy device->host (one copy)", total, memcpy_d2h * 1e3,
+    std::printf("%-42s %12s %10s %8s %9s\n", "path", "bytes", "ms", "GB/s", "of copy");
+    std::printf("%-42s %12zu %10.3f %8.2f %9s\n", "copy device->host (one copy)", total, memcpy_d2h * 1e3,
                 memcpy_d2h_gbps, "1.00");
-    std::printf("%-38s %12zu %10.3f %8.2f %9s\n", "copy host->device (one copy)", total, memcpy_h2d * 1e3,
+    std::printf("%-42s %12zu %10.3f %8.2f %9s\n", "copy host->device (one copy)", total, memcpy_h2d * 1e3,
                 memcpy_h2d_gbps, "1.00");
-    std::printf("%-38s %12zu %10.3f %8.2f %9s\n", "checksum of the data (host threads)", total, checksum * 1e3, checksum_gbps,
+    std::printf("%-42s %12zu %10.3f %8.2f %9s\n", "checksum of the data (host threads)", total, checksum * 1e3, checksum_gbps,
                 "-");
-    std::printf("%-38s %12zu %10.3f %8.2f %9.3f\n", "save: reserve + gather + commit", total, save * 1e3, save_gbps,
+    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "save: commit prev + reserve + gather", total, save * 1e3, save_gbps,
                 ratio(save_gbps, memcpy_d2h_gbps));
-    std::printf("%-38s %12zu %10.3f %8.2f %9.3f\n", "load: pin (verify) + scatter + unpin", total, load * 1e3,
+    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load: unpin prev + pin (verify) + scatter", total, load * 1e3,
                 load_gbps, ratio(load_gbps, memcpy_h2d_gbps));
     double store_save_gbps = 0, store_load_gbps = 0;
     if (remote) {
       store_save_gbps = gbps(static_cast<double>(total), remote->save);
       store_load_gbps = gbps(static_cast<double>(total), remote->load);
-      std::printf("%-38s %12zu %10.3f %8.2f %9.3f  (%.3f of in-process)\n", "store server: save (other process)", total,
+      std::printf("%-42s %12zu %10.3f %8.2f %9.3f  (%.3f of in-process)\n", "store server: save (other process)", total,
                   remote->save * 1e3, store_save_gbps, ratio(store_save_gbps, memcpy_d2h_gbps),
                   ratio(store_save_gbps, save_gbps));
-      std::printf("%-38s %12zu %10.3f %8.2f %9.3f  (%.3f of in-process)\n", "store server: load (other process)", total,
+      std::printf("%-42s %12zu %10.3f %8.2f %9.3f  (%.3f of in-process)\n", "store server: load (other process)", total,
                   remote->load * 1e3, store_load_gbps, ratio(store_load_gbps, memcpy_h2d_gbps),
                   ratio(store_load_gbps, load_gbps));
       std::printf("store server: %s\n", remote_name.c_str());

@@ -42,11 +42,12 @@ struct bench_offload_options {
   bool store_server = true; // also through an `ordo store` process started for the run
 };
 
-// The host tier's offload path for the configured preset's KV pages: per chunk object
-// (cache.chunk_size / cache.block_size blocks, at random distinct units of the arena) a store
-// reserve, one segment-major gather kernel on the save stream and a checksummed commit; back,
-// a verifying pin, one scatter kernel on the load stream and an unpin. Against one plain pinned
-// copy of the same bytes each way, and xxh64 alone. Returns the process exit code.
+// The host tier's offload path for the configured preset's KV pages, in rounds shaped like a
+// node's engine steps: one store step per round (the previous round's commits or unpins with this
+// round's reserves or pins: the commit computes the checksum, the pin verifies it), then per chunk
+// object (cache.chunk_size / cache.block_size blocks at random distinct units of the arena) one
+// segment-major gather kernel on the save stream, or one scatter on the load stream, and one
+// synchronize. Against one plain pinned copy of the same bytes each way, and xxh64 alone.
 // With store_server, the same rounds again through a store server in another process (started
 // from this binary, control over CAF, bytes in its shared arena), in the same run.
 int run_bench_offload(const bench_offload_options& options);

@@ -14,6 +14,8 @@
 #include "runtime/version.hpp"
 #include "tools/demo.hpp"
 #include "tools/process_signals.hpp"
+#include "tools/proxy.hpp"
+#include "tools/topo.hpp"
 #include "tools/store.hpp"
 #include "tools/trace_tools.hpp"
 
@@ -69,11 +71,25 @@ int main(int argc, char** argv) {
   std::string node_trace;
   node_cmd->add_option("--trace", node_trace, "record the run to this trace file (= --set trace.path=FILE)");
 
+  auto* topo_cmd = app.add_subcommand("topo", "scripted multi-process topologies");
+  topo_cmd->require_subcommand(1);
+  std::string topo_file;
+  auto* topo_run_cmd = topo_cmd->add_subcommand("run", "start the processes of FILE.toml, run its steps, stop them");
+  topo_run_cmd->add_option("file", topo_file, "topology (TOML)")->required();
+
+  std::string proxy_config_path;
+  std::vector<std::string> proxy_sets;
+  int proxy_port = 0;
+  auto* proxy_cmd = app.add_subcommand("proxy", "OpenAI-compatible front over prefill and decode nodes (P/D)");
+  proxy_cmd->add_option("--config", proxy_config_path, "proxy config (TOML)")->required();
+  proxy_cmd->add_option("--set", proxy_sets, "override a config key: --set proxy.decode=127.0.0.1:8001 (repeatable)");
+  auto* proxy_port_opt = proxy_cmd->add_option("--port", proxy_port, "HTTP port 0..65535 (0 picks a free one)");
+
   auto* store_cmd = app.add_subcommand("store", "serve the shared store of this host to its nodes (CAF remote actors)");
-  std::string store_config_path = "configs/store.toml";
+  std::string store_config_path; // "": the built-in defaults (configs/store.toml spells them out)
   std::vector<std::string> store_sets;
   int store_port = 0;
-  store_cmd->add_option("--config", store_config_path, "store config (TOML)");
+  store_cmd->add_option("--config", store_config_path, "store config (TOML); without it the defaults of configs/store.toml");
   store_cmd->add_option("--set", store_sets, "override a config key: --set store.capacity_mb=64 (repeatable)");
   auto* store_port_opt = store_cmd->add_option("--port", store_port, "actor port 0..65535 (0 picks a free one)");
 
@@ -172,6 +188,11 @@ int main(int argc, char** argv) {
       sets.push_back("trace.path=" + node_trace);
     return run_node(config_path, sets, *port_opt ? std::optional<int>(port) : std::nullopt);
   }
+  if (*topo_run_cmd)
+    return ordo::run_topo(topo_file);
+  if (*proxy_cmd)
+    return ordo::run_proxy(proxy_config_path, proxy_sets,
+                           proxy_port_opt->count() ? std::optional<int>(proxy_port) : std::nullopt);
   if (*store_cmd) {
     if (*store_port_opt && (store_port < 0 || store_port > 65535)) {
       std::cerr << "ordo store: --port " << store_port << ": must be between 0 and 65535 (0 picks a free one)\n";

@@ -45,7 +45,7 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
     auto overrides = sets;
     if (port)
       overrides.push_back("store.port=" + std::to_string(*port));
-    cfg = load_store_config_file(config_path, overrides);
+    cfg = config_path.empty() ? parse_store_config("", overrides) : load_store_config_file(config_path, overrides);
   } catch (const std::exception& e) {
     std::cerr << "ordo store: invalid config: " << e.what() << "\n";
     return 2;
