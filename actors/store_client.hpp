@@ -6,6 +6,8 @@
 //        registered with the device) ──► live
 //   live ──store_contains / store_step──► forwarded through the session's own actor, each with a
 //        deadline; grants' offsets moved into the window ──► reply
+//        (store.transport = "tcp": no shared arena; pinned bytes are read into the node's staging
+//        arena before the grants go out, saved bytes written before their commits)
 //   live ──store down, deadline passed, error──► session ended (its actor exits, so the server
 //        releases its pins and reservations) ──► retry with backoff (0.2 s doubling to 5 s)
 //   not live: lookups find nothing, pins and reserves are refused ("store unreachable: …"), so

@@ -1,12 +1,864 @@
+// `ordo proxy` (docs/proxy.md): an OpenAI-compatible front that runs the prefill/decode flow of
+// vLLM's toy P/D proxy per request.
+//
+// Threads: the HTTP server's loop thread runs the handler, which only routes and posts a job; a
+// pool of `num_workers` threads makes the blocking upstream calls (below) and answers through the
+// thread-safe http_responder; one prober thread refreshes /health's state; main waits for a signal.
 #include "tools/proxy.hpp"
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
 #include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/http_server.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/proxy_config.hpp"
+#include "tools/process_signals.hpp"
 
 namespace ordo {
 
-int run_proxy(const std::string& config_path, const std::vector<std::string>&, std::optional<int>) {
-  std::cerr << "ordo proxy --config " << config_path << ": not built yet\n";
-  return 2;
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using header_list = std::vector<std::pair<std::string, std::string>>;
+constexpr const char* json_type = "application/json";
+constexpr int num_workers = 8;            // upstream calls in flight at once; more requests queue
+constexpr int probe_interval_s = 5;       // /health's state: every upstream's GET /health
+constexpr int probe_timeout_s = 2;
+constexpr int drain_grace_s = 5;          // beyond timeout_s, before in-flight calls are cut
+
+std::string error_body(int status, const std::string& message, const char* type) {
+  nlohmann::json j = {{"error", {{"message", message}, {"type", type}, {"code", nullptr}}}};
+  return j.dump();
+}
+
+// --- a small blocking HTTP/1.1 client with a deadline and a cancel check ----------------------
+
+struct upstream_response {
+  int status = 0;     // 0: no (complete) answer, see error
+  std::string error;  // "connection refused", "timed out after 120 s", ...
+  header_list headers; // names lowercased
+  std::string body;    // decoded (chunked) body; empty when it was streamed to on_piece
+  bool started = false; // on_piece saw at least one piece (the answer reached the client)
+
+  std::string header(const std::string& name) const {
+    for (const auto& [k, v] : headers)
+      if (k == name)
+        return v;
+    return {};
+  }
+};
+
+struct upstream_call {
+  const proxy_endpoint* endpoint = nullptr;
+  std::string method = "POST";
+  std::string path;
+  std::string body;
+  std::string authorization; // forwarded as it came, "" for none
+  int timeout_s = 120;
+  std::function<bool()> cancelled; // polled every slice; true aborts the call
+  // Called once the head is read; returning true routes the body to on_piece as it arrives.
+  std::function<bool(const upstream_response&)> stream_body;
+  std::function<void(const std::string&)> on_piece;
+};
+
+class upstream_socket {
+public:
+  ~upstream_socket() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  int fd_ = -1;
+};
+
+std::string errno_text(int e) {
+  if (e == ECONNREFUSED)
+    return "connection refused";
+  std::string s = std::strerror(e);
+  for (auto& c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+class http_call_runner {
+public:
+  explicit http_call_runner(const upstream_call& call)
+      : call_(call), deadline_(clock_type::now() + std::chrono::seconds(call.timeout_s)) {}
+
+  upstream_response run() {
+    upstream_response r;
+    if (!connect_to(r))
+      return r;
+    const proxy_endpoint& ep = *call_.endpoint;
+    const bool v6 = ep.host.find(':') != std::string::npos;
+    std::string req = call_.method + " " + call_.path + " HTTP/1.1\r\nHost: " + (v6 ? "[" + ep.host + "]" : ep.host) +
+                      ":" + std::to_string(ep.port) + "\r\nConnection: close\r\nAccept: */*\r\n";
+    if (!call_.authorization.empty())
+      req += "Authorization: " + call_.authorization + "\r\n";
+    if (call_.method == "POST")
+      req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(call_.body.size()) + "\r\n";
+    req += "\r\n";
+    req += call_.body;
+    if (!send_all(req, r))
+      return r;
+    read_response(r);
+    return r;
+  }
+
+private:
+  bool fail(upstream_response& r, std::string why) {
+    r.status = 0;
+    r.error = std::move(why);
+    return false;
+  }
+
+  // Waits for `events` on the socket in slices, checking the cancel flag; false on timeout or cancel.
+  bool wait(short events, upstream_response& r) {
+    for (;;) {
+      if (call_.cancelled && call_.cancelled())
+        return fail(r, "cancelled");
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - clock_type::now()).count();
+      if (left <= 0)
+        return fail(r, "timed out after " + std::to_string(call_.timeout_s) + " s");
+      pollfd p{sock_.fd_, events, 0};
+      int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 200)));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return fail(r, "poll: " + errno_text(errno));
+      if (n > 0)
+        return true;
+    }
+  }
+
+  bool connect_to(upstream_response& r) {
+    const proxy_endpoint& ep = *call_.endpoint;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    int rc = ::getaddrinfo(ep.host.c_str(), std::to_string(ep.port).c_str(), &hints, &res);
+    if (rc != 0)
+      return fail(r, "cannot resolve " + ep.host + ": " + ::gai_strerror(rc));
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+    std::string last = "no address";
+    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+      upstream_socket s;
+      s.fd_ = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+      if (s.fd_ < 0) {
+        last = "socket: " + errno_text(errno);
+        continue;
+      }
+      int one = 1;
+      ::setsockopt(s.fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (::connect(s.fd_, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+        last = errno_text(errno);
+        continue;
+      }
+      std::swap(sock_.fd_, s.fd_);
+      if (!wait(POLLOUT, r)) {
+        last = r.error;
+        if (last == "cancelled")
+          return false;
+        continue; // ~upstream_socket closes the swapped-out one; sock_ keeps this until replaced
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      ::getsockopt(sock_.fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        last = errno_text(err);
+        continue;
+      }
+      return true;
+    }
+    return fail(r, last);
+  }
+
+  bool send_all(const std::string& bytes, upstream_response& r) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      ssize_t n = ::send(sock_.fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!wait(POLLOUT, r))
+          return false;
+        continue;
+      }
+      return fail(r, "send: " + errno_text(errno));
+    }
+    return true;
+  }
+
+  // Appends what arrives to buffer_; false on EOF (error "connection closed"), timeout, cancel.
+  bool fill(upstream_response& r) {
+    char buf[16384];
+    for (;;) {
+      ssize_t n = ::recv(sock_.fd_, buf, sizeof buf, 0);
+      if (n > 0) {
+        buffer_.append(buf, static_cast<size_t>(n));
+        return true;
+      }
+      if (n == 0)
+        return fail(r, "connection closed");
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!wait(POLLIN, r))
+          return false;
+        continue;
+      }
+      return fail(r, "recv: " + errno_text(errno));
+    }
+  }
+
+  void deliver(upstream_response& r, std::string piece) {
+    if (streaming_) {
+      if (!piece.empty()) {
+        r.started = true;
+        call_.on_piece(piece);
+      }
+    } else {
+      r.body += piece;
+    }
+  }
+
+  // Leaves r.status 0 (with error) unless the whole response arrived.
+  void read_response(upstream_response& r) {
+    int status = 0;
+    header_list headers;
+    for (;;) { // skip interim 1xx responses
+      size_t head_end;
+      while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+        if (buffer_.size() > (64u << 10)) {
+          fail(r, "response headers over 64 KiB");
+          return;
+        }
+        if (!fill(r)) {
+          if (r.error == "connection closed")
+            r.error = "connection closed before a response";
+          return;
+        }
+      }
+      std::string head = buffer_.substr(0, head_end);
+      buffer_.erase(0, head_end + 4);
+      if (head.compare(0, 5, "HTTP/") != 0 || head.size() < 12) {
+        fail(r, "bad status line");
+        return;
+      }
+      status = std::atoi(head.c_str() + 9);
+      headers.clear();
+      size_t pos = head.find("\r\n");
+      while (pos != std::string::npos) {
+        size_t next = head.find("\r\n", pos + 2);
+        std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+        size_t colon = line.find(':');
+        if (colon != std::string::npos) {
+          std::string name = line.substr(0, colon);
+          for (char& c : name)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          size_t v = line.find_first_not_of(" \t", colon + 1);
+          std::string value = v == std::string::npos ? "" : line.substr(v);
+          while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+            value.pop_back();
+          headers.emplace_back(std::move(name), std::move(value));
+        }
+        pos = next;
+      }
+      if (status >= 200)
+        break;
+    }
+    r.headers = headers;
+    r.status = status; // provisional: reset to 0 if the body does not arrive whole
+    streaming_ = call_.stream_body && call_.stream_body(r);
+    r.status = 0;
+    auto incomplete = [&] { r.error = "incomplete body: " + r.error; };
+
+    if (r.header("transfer-encoding").find("chunked") != std::string::npos) {
+      for (;;) {
+        size_t line_end;
+        while ((line_end = buffer_.find("\r\n")) == std::string::npos)
+          if (!fill(r))
+            return incomplete();
+        size_t size = std::strtoul(buffer_.substr(0, line_end).c_str(), nullptr, 16);
+        while (buffer_.size() < line_end + 2 + size + 2)
+          if (!fill(r))
+            return incomplete();
+        std::string piece = buffer_.substr(line_end + 2, size);
+        buffer_.erase(0, line_end + 2 + size + 2);
+        if (size == 0)
+          break;
+        deliver(r, std::move(piece));
+      }
+    } else if (std::string length = r.header("content-length"); !length.empty()) {
+      size_t want = std::strtoul(length.c_str(), nullptr, 10);
+      while (buffer_.size() < want) {
+        if (streaming_ && !buffer_.empty()) {
+          want -= buffer_.size();
+          deliver(r, std::move(buffer_));
+          buffer_.clear();
+        }
+        if (!fill(r))
+          return incomplete();
+      }
+      deliver(r, buffer_.substr(0, want));
+    } else if (status == 204 || status == 304) {
+      // no body
+    } else {
+      for (;;) { // the body ends when the server closes
+        if (streaming_ && !buffer_.empty()) {
+          deliver(r, std::move(buffer_));
+          buffer_.clear();
+        }
+        if (!fill(r))
+          break;
+      }
+      if (r.error != "connection closed")
+        return incomplete();
+      deliver(r, std::move(buffer_));
+    }
+    r.error.clear();
+    r.status = status;
+  }
+
+  const upstream_call& call_;
+  clock_type::time_point deadline_;
+  upstream_socket sock_;
+  std::string buffer_;
+  bool streaming_ = false;
+};
+
+upstream_response http_call(const upstream_call& call) { return http_call_runner(call).run(); }
+
+// --- state ------------------------------------------------------------------------------------
+
+struct endpoint_state {
+  proxy_endpoint endpoint;
+  std::atomic<bool> ok{false};
+  std::atomic<bool> known{false};
+  std::mutex mutex;
+  std::string error; // the last failure, "" while ok
+
+  void mark(bool good, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ok = good;
+    known = true;
+    error = good ? "" : why;
+  }
+  nlohmann::json to_json() {
+    std::lock_guard<std::mutex> lock(mutex);
+    nlohmann::json j = {{"endpoint", endpoint.text}, {"ok", ok.load()}};
+    if (!known)
+      j["error"] = "not checked yet";
+    else if (!ok)
+      j["error"] = error;
+    return j;
+  }
+};
+
+struct endpoint_pool {
+  std::vector<std::unique_ptr<endpoint_state>> nodes;
+  std::atomic<uint64_t> next{0};
+
+  // Every node once, starting at the next one in round-robin order.
+  std::vector<endpoint_state*> order() {
+    std::vector<endpoint_state*> out;
+    if (nodes.empty())
+      return out;
+    const uint64_t first = next.fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = 0; i < nodes.size(); ++i)
+      out.push_back(nodes[(first + i) % nodes.size()].get());
+    return out;
+  }
+  nlohmann::json to_json() {
+    nlohmann::json a = nlohmann::json::array();
+    for (auto& n : nodes)
+      a.push_back(n->to_json());
+    return a;
+  }
+};
+
+struct proxy_metrics {
+  metrics_registry registry;
+  metric_counter* outcome_pd;
+  metric_counter* outcome_decode_only;
+  metric_counter* outcome_no_decode;
+  metric_counter* outcome_cancelled;
+  metric_counter* outcome_rejected;
+  metric_counter* prefill_failures;
+  metric_counter* decode_failures;
+  metric_gauge* in_flight;
+  metric_histogram* prefill_seconds;
+  metric_histogram* decode_seconds;
+
+  proxy_metrics() {
+    const std::string req_help =
+        "Client requests by outcome: pd (prefill then decode), decode_only (no prefill node answered or none is "
+        "configured), no_decode (502: no decode node answered), cancelled (the client left), rejected (401, 404, "
+        "405 or 503 from the proxy itself)";
+    auto outcome = [&](const char* o) { return &registry.counter("ordo_proxy_requests_total", req_help, {{"outcome", o}}); };
+    outcome_pd = outcome("pd");
+    outcome_decode_only = outcome("decode_only");
+    outcome_no_decode = outcome("no_decode");
+    outcome_cancelled = outcome("cancelled");
+    outcome_rejected = outcome("rejected");
+    prefill_failures = &registry.counter(
+        "ordo_proxy_prefill_failures_total",
+        "Prefill attempts that got no 2xx answer (connection refused, timeout, non-2xx); each node tried counts");
+    decode_failures = &registry.counter("ordo_proxy_decode_failures_total",
+                                        "Decode attempts that got no answer (connection refused, timeout, cut off)");
+    in_flight = &registry.gauge("ordo_proxy_requests_in_flight", "Client requests being proxied now");
+    const auto buckets = exponential_buckets(0.005, 2.0, 16); // 5 ms .. ~164 s
+    const std::string up_help = "Seconds of one upstream request (a streamed decode: until its last byte)";
+    prefill_seconds = &registry.histogram("ordo_proxy_upstream_seconds", up_help, buckets, {{"role", "prefill"}});
+    decode_seconds = &registry.histogram("ordo_proxy_upstream_seconds", up_help, buckets, {{"role", "decode"}});
+  }
+};
+
+class worker_pool {
+public:
+  explicit worker_pool(int n) {
+    for (int i = 0; i < n; ++i)
+      threads_.emplace_back([this] {
+        for (;;) {
+          std::function<void()> job;
+          {
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+            if (jobs_.empty())
+              return;
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+          }
+          job();
+        }
+      });
+  }
+  ~worker_pool() { stop(); }
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+  // Runs what is queued, then joins.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_)
+      if (t.joinable())
+        t.join();
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  bool stopping_ = false;
+};
+
+struct proxy_state {
+  proxy_config cfg;
+  endpoint_pool prefill;
+  endpoint_pool decode;
+  proxy_metrics metrics;
+  std::atomic<bool> draining{false};
+  std::atomic<bool> abort{false}; // cuts every upstream call (a drain that ran out of time)
+};
+
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+bool has_bearer(const http_request& req, const std::string& key) {
+  static const std::string prefix = "Bearer ";
+  std::string auth = req.header("authorization");
+  return auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), key);
+}
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// Headers of the decode node's answer the client also gets (besides the content type).
+header_list passed_headers(const upstream_response& r) {
+  header_list out;
+  for (const auto& [k, v] : r.headers)
+    if (k == "retry-after" || k == "www-authenticate")
+      out.emplace_back(k == "retry-after" ? "Retry-After" : "WWW-Authenticate", v);
+  return out;
+}
+
+// The prefill request of vLLM's toy P/D proxy: one token, not streamed, asking for remote decode.
+std::string prefill_body(const nlohmann::json& original) {
+  nlohmann::json p = original;
+  p["max_tokens"] = 1;
+  if (p.contains("max_completion_tokens"))
+    p["max_completion_tokens"] = 1;
+  p["stream"] = false;
+  p.erase("stream_options");
+  p["kv_transfer_params"] = {{"do_remote_decode", true}, {"do_remote_prefill", false}};
+  return p.dump();
+}
+
+// One /v1/completions or /v1/chat/completions request, on a worker thread.
+void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, const std::shared_ptr<http_responder>& res) {
+  const proxy_config& cfg = st->cfg;
+  auto& m = st->metrics;
+  const std::string auth = req.header("authorization");
+  auto cancelled = [st, res] { return st->abort.load() || res->closed(); };
+
+  // Step 1: prefill (skipped for a body that is not a JSON object: the decode node explains).
+  nlohmann::json original;
+  try {
+    original = nlohmann::json::parse(req.body);
+  } catch (const std::exception&) {
+    original = nullptr;
+  }
+  const bool is_object = original.is_object();
+  std::string decode_body = req.body;
+  bool prefilled = false;
+  if (is_object && !st->prefill.nodes.empty()) {
+    const std::string pbody = prefill_body(original);
+    for (endpoint_state* node : st->prefill.order()) {
+      if (cancelled())
+        break;
+      const auto t0 = clock_type::now();
+      upstream_call call;
+      call.endpoint = &node->endpoint;
+      call.path = req.path;
+      call.body = pbody;
+      call.authorization = auth;
+      call.timeout_s = static_cast<int>(cfg.timeout_s);
+      call.cancelled = cancelled;
+      upstream_response r = http_call(call);
+      m.prefill_seconds->observe(seconds_since(t0));
+      if (r.status >= 200 && r.status < 300) {
+        node->mark(true, "");
+        prefilled = true;
+        nlohmann::json answer;
+        try {
+          answer = nlohmann::json::parse(r.body);
+        } catch (const std::exception&) {
+          answer = nullptr;
+        }
+        if (answer.is_object() && answer.contains("kv_transfer_params") && answer["kv_transfer_params"].is_object()) {
+          nlohmann::json d = original;
+          d["kv_transfer_params"] = answer["kv_transfer_params"];
+          decode_body = d.dump();
+        }
+        spdlog::debug("ordo proxy: {} prefilled on {}", req.path, node->endpoint.text);
+        break;
+      }
+      if (cancelled())
+        break;
+      m.prefill_failures->inc();
+      const std::string why = r.status ? "answered " + std::to_string(r.status) : r.error;
+      if (r.status == 0)
+        node->mark(false, why);
+      spdlog::warn("ordo proxy: prefill on {} failed: {}", node->endpoint.text, why);
+    }
+  }
+
+  // Step 2: decode; the first node that answers at all gives the client its answer.
+  std::vector<std::string> tried;
+  const bool want_stream =
+      is_object && original.contains("stream") && original["stream"].is_boolean() && original["stream"].get<bool>();
+  for (endpoint_state* node : st->decode.order()) {
+    if (cancelled())
+      break;
+    const auto t0 = clock_type::now();
+    upstream_call call;
+    call.endpoint = &node->endpoint;
+    call.path = req.path;
+    call.body = decode_body;
+    call.authorization = auth;
+    call.timeout_s = static_cast<int>(cfg.timeout_s);
+    call.cancelled = cancelled;
+    bool streamed = false;
+    // A 2xx SSE answer is passed on as it arrives; anything else is buffered and sent whole.
+    call.stream_body = [&](const upstream_response& head) {
+      if (!want_stream || head.status < 200 || head.status >= 300 ||
+          head.header("content-type").find("text/event-stream") == std::string::npos)
+        return false;
+      streamed = true;
+      res->start_stream(head.status, head.header("content-type"));
+      return true;
+    };
+    call.on_piece = [&](const std::string& piece) { res->write(piece); };
+    upstream_response r = http_call(call);
+    m.decode_seconds->observe(seconds_since(t0));
+    if (r.status > 0) {
+      node->mark(true, "");
+      (prefilled ? m.outcome_pd : m.outcome_decode_only)->inc();
+      if (streamed)
+        res->end_stream();
+      else {
+        std::string ct = r.header("content-type");
+        res->send(r.status, ct.empty() ? json_type : ct, std::move(r.body), passed_headers(r));
+      }
+      return;
+    }
+    if (cancelled()) {
+      if (streamed)
+        res->end_stream();
+      break;
+    }
+    m.decode_failures->inc();
+    node->mark(false, r.error);
+    spdlog::warn("ordo proxy: decode on {} failed: {}", node->endpoint.text, r.error);
+    if (streamed) { // the stream reached the client: it cannot move to another node; end it
+      m.outcome_no_decode->inc();
+      res->end_stream();
+      return;
+    }
+    tried.push_back(node->endpoint.text + " (" + r.error + ")");
+  }
+  if (cancelled()) {
+    m.outcome_cancelled->inc();
+    if (st->abort.load())
+      res->send(503, json_type, error_body(503, "the proxy is shutting down", "server_error"));
+    return;
+  }
+  m.outcome_no_decode->inc();
+  std::string names;
+  for (size_t i = 0; i < tried.size(); ++i)
+    names += (i ? ", " : "") + tried[i];
+  res->send(502, json_type, error_body(502, "no decode node answered; tried " + names, "server_error"));
+}
+
+// GET /v1/models: the first decode node that answers.
+void run_models(const std::shared_ptr<proxy_state>& st, const http_request& req,
+                const std::shared_ptr<http_responder>& res) {
+  std::vector<std::string> tried;
+  for (endpoint_state* node : st->decode.order()) {
+    upstream_call call;
+    call.endpoint = &node->endpoint;
+    call.method = "GET";
+    call.path = req.path;
+    call.authorization = req.header("authorization");
+    call.timeout_s = static_cast<int>(st->cfg.timeout_s);
+    call.cancelled = [st, res] { return st->abort.load() || res->closed(); };
+    upstream_response r = http_call(call);
+    if (r.status > 0) {
+      std::string ct = r.header("content-type");
+      return res->send(r.status, ct.empty() ? json_type : ct, std::move(r.body), passed_headers(r));
+    }
+    tried.push_back(node->endpoint.text + " (" + r.error + ")");
+  }
+  std::string names;
+  for (size_t i = 0; i < tried.size(); ++i)
+    names += (i ? ", " : "") + tried[i];
+  res->send(502, json_type, error_body(502, "no decode node answered; tried " + names, "server_error"));
+}
+
+http_server::handler proxy_handler(std::shared_ptr<proxy_state> st, std::shared_ptr<worker_pool> workers) {
+  return [st, workers](http_request req, std::shared_ptr<http_responder> res) {
+    auto& m = st->metrics;
+    auto fail = [&](int status, const std::string& message, const char* type, header_list headers = {}) {
+      m.outcome_rejected->inc();
+      res->send(status, json_type, error_body(status, message, type), std::move(headers));
+    };
+    auto method_not_allowed = [&](const char* allowed) {
+      fail(405, "method " + req.method + " is not allowed on " + req.path + "; use " + allowed,
+           "invalid_request_error", {{"Allow", allowed}});
+    };
+    const bool api = req.path.compare(0, 4, "/v1/") == 0;
+    if (api && !st->cfg.api_key.empty() && !has_bearer(req, st->cfg.api_key))
+      return fail(401, "missing or wrong API key: send the header Authorization: Bearer <proxy.api_key>",
+                  "authentication_error", {{"WWW-Authenticate", "Bearer"}});
+    if (req.path == "/health") {
+      if (req.method != "GET")
+        return method_not_allowed("GET");
+      nlohmann::json body = {{"status", st->draining.load() ? "draining" : "ok"},
+                             {"prefill", st->prefill.to_json()},
+                             {"decode", st->decode.to_json()}};
+      return res->send(200, json_type, body.dump());
+    }
+    if (req.path == "/metrics") {
+      if (req.method != "GET")
+        return method_not_allowed("GET");
+      return res->send(200, "text/plain; version=0.0.4", m.registry.render_prometheus());
+    }
+    const bool completion = req.path == "/v1/completions" || req.path == "/v1/chat/completions";
+    if (completion || req.path == "/v1/models") {
+      if (req.method != (completion ? "POST" : "GET"))
+        return method_not_allowed(completion ? "POST" : "GET");
+      if (st->draining.load())
+        return fail(503, "the proxy is shutting down", "server_error");
+      if (!completion)
+        return workers->post([st, req = std::move(req), res] { run_models(st, req, res); });
+      m.in_flight->inc();
+      workers->post([st, req = std::move(req), res] {
+        run_pd(st, req, res);
+        st->metrics.in_flight->dec();
+      });
+      return;
+    }
+    fail(404,
+         "no route for " + req.method + " " + req.path +
+             "; try POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics",
+         "not_found_error");
+  };
+}
+
+// Refreshes every upstream's state for /health: GET /health, every probe_interval_s.
+class prober {
+public:
+  explicit prober(std::shared_ptr<proxy_state> st) : st_(std::move(st)) {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      while (!stopping_) {
+        lock.unlock();
+        probe_all();
+        lock.lock();
+        wake_.wait_for(lock, std::chrono::seconds(probe_interval_s), [this] { return stopping_; });
+      }
+    });
+  }
+  ~prober() { stop(); }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+private:
+  void probe_all() {
+    for (auto* pool : {&st_->prefill, &st_->decode})
+      for (auto& node : pool->nodes) {
+        upstream_call call;
+        call.endpoint = &node->endpoint;
+        call.method = "GET";
+        call.path = "/health";
+        call.timeout_s = static_cast<int>(std::min<int64_t>(probe_timeout_s, st_->cfg.timeout_s));
+        call.cancelled = [this] {
+          std::lock_guard<std::mutex> lock(mutex_);
+          return stopping_;
+        };
+        upstream_response r = http_call(call);
+        if (r.error == "cancelled")
+          return;
+        if (r.status >= 200 && r.status < 300)
+          node->mark(true, "");
+        else
+          node->mark(false, r.status ? "GET /health answered " + std::to_string(r.status) : r.error);
+      }
+  }
+
+  std::shared_ptr<proxy_state> st_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+std::string endpoints_text(const std::vector<proxy_endpoint>& eps) {
+  std::string s;
+  for (size_t i = 0; i < eps.size(); ++i)
+    s += (i ? "," : "") + eps[i].text;
+  return s.empty() ? "(none)" : s;
+}
+
+} // namespace
+
+int run_proxy(const std::string& config_path, const std::vector<std::string>& sets, std::optional<int> port) {
+  auto signals = block_process_signals(); // before any thread starts
+
+  auto st = std::make_shared<proxy_state>();
+  try {
+    auto overrides = sets;
+    if (port)
+      overrides.push_back("proxy.port=" + std::to_string(*port));
+    st->cfg = load_proxy_config_file(config_path, overrides);
+  } catch (const std::exception& e) {
+    std::cerr << "ordo proxy: invalid config: " << e.what() << "\n";
+    return 2;
+  }
+  const proxy_config& cfg = st->cfg;
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  for (const auto& e : cfg.prefill) {
+    st->prefill.nodes.push_back(std::make_unique<endpoint_state>());
+    st->prefill.nodes.back()->endpoint = e;
+  }
+  for (const auto& e : cfg.decode) {
+    st->decode.nodes.push_back(std::make_unique<endpoint_state>());
+    st->decode.nodes.back()->endpoint = e;
+  }
+
+  auto workers = std::make_shared<worker_pool>(num_workers);
+  http_server_options http_opt;
+  http_opt.host = cfg.host;
+  http_opt.port = cfg.port;
+  http_server http(http_opt, proxy_handler(st, workers));
+  int bound = 0;
+  try {
+    bound = http.start();
+  } catch (const std::exception& e) {
+    std::cerr << "ordo proxy: cannot listen on http://" << cfg.host << ":" << cfg.port << " (proxy.port = " << cfg.port
+              << "): " << e.what() << "\n";
+    workers->stop();
+    return 1;
+  }
+  prober probe(st);
+  spdlog::info("ordo proxy: prefill {}, decode {}, timeout {} s{}", endpoints_text(cfg.prefill),
+               endpoints_text(cfg.decode), cfg.timeout_s, cfg.api_key.empty() ? "" : ", API key required");
+  std::cout << "listening on http://" << cfg.host << ":" << bound << std::endl;
+
+  int sig = wait_for_stop_signal(signals, "ordo proxy", "no reload: the config is read at start; SIGINT or SIGTERM stops the proxy");
+  spdlog::info("ordo proxy: {}: draining in-flight requests", signal_name(sig));
+  st->draining = true;
+  http.stop_accepting();
+  const auto limit = clock_type::now() + std::chrono::seconds(cfg.timeout_s + drain_grace_s);
+  while (http.num_in_flight() > 0 && clock_type::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (http.num_in_flight() > 0) {
+    spdlog::warn("ordo proxy: {} request(s) still in flight after {} s: cutting them", http.num_in_flight(),
+                 cfg.timeout_s + drain_grace_s);
+    st->abort = true;
+  }
+  probe.stop();
+  workers->stop();
+  http.stop();
+  spdlog::info("ordo proxy: stopped");
+  return 0;
 }
 
 } // namespace ordo
