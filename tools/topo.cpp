@@ -1,12 +1,1208 @@
+// `ordo topo run FILE.toml` (issue 13, docs/topologies.md): starts real `ordo store|node|proxy`
+// processes of this binary on loopback (port 0), runs the file's steps in order, prints one line
+// per step and `N passed, M failed`, and stops every process it started, by pid (SIGTERM, a
+// bounded wait, SIGKILL), also on errors and when the runner itself gets SIGINT / SIGTERM.
+//
+// Every wait is bounded: a ready line within 60 s, an HTTP request within 120 s, an exit within
+// 30 s. The runner is single-threaded except while an HTTP request is in flight: the request runs
+// on its own thread so the main thread can watch the deadline and the stop flag and shut the
+// socket down when either fires.
 #include "tools/topo.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "tools/http_client.hpp"
 
 namespace ordo {
 
+namespace {
+
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+constexpr double ready_limit_s = 60;
+constexpr double http_limit_s = 120;
+constexpr double exit_limit_s = 30;
+constexpr double rebind_limit_s = 10;
+
+volatile sig_atomic_t g_signal = 0; // SIGINT or SIGTERM received by the runner
+
+extern "C" void on_stop_signal(int sig) { g_signal = sig; }
+
+const char* sig_text(int sig) {
+  switch (sig) {
+  case SIGINT: return "SIGINT";
+  case SIGTERM: return "SIGTERM";
+  case SIGKILL: return "SIGKILL";
+  default: {
+    const char* s = strsignal(sig);
+    return s ? s : "a signal";
+  }
+  }
+}
+
+void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+double since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::string describe_status(int st) {
+  if (WIFEXITED(st))
+    return "exit " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st))
+    return std::string("killed by ") + sig_text(WTERMSIG(st));
+  return "status " + std::to_string(st);
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The last non-empty line of a log file (why a process stopped), bounded.
+std::string last_line(const std::string& path) {
+  std::string text = read_whole(path);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+    text.pop_back();
+  auto nl = text.rfind('\n');
+  std::string line = nl == std::string::npos ? text : text.substr(nl + 1);
+  if (line.size() > 300)
+    line = line.substr(0, 300) + "...";
+  return line;
+}
+
+// ------------------------------------------------------------------------------------------
+// The file
+
+struct bad_file : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class proc_kind { store, node, proxy };
+
+const char* kind_name(proc_kind k) {
+  switch (k) {
+  case proc_kind::store: return "store";
+  case proc_kind::node: return "node";
+  case proc_kind::proxy: return "proxy";
+  }
+  return "?";
+}
+
+struct proc {
+  proc_kind kind = proc_kind::node;
+  std::string name;
+  std::string config;
+  std::vector<std::string> sets;
+  bool autostart = true;
+  int line = 0;
+  // running state
+  pid_t pid = -1;
+  bool started_once = false;
+  std::string http_host, tcp_host;
+  int http_port = 0, tcp_port = 0;
+  std::string out, err; // the latest start's log files
+};
+
+struct expect_item {
+  std::string path; // "status" or a dotted path inside the response's `ordo` object
+  json value;       // number, bool or string
+  std::pair<uint32_t, uint32_t> at{}; // (line, column) in the file: checks report in file order
+};
+
+struct step {
+  int index = 0; // 1-based
+  int line = 0;
+  std::string name;
+  std::string action; // send | start | stop | kill | restart | evict | expect_start_failure
+  std::string target; // the process
+  // send
+  bool text_prompt = false;
+  std::string text;
+  int64_t tokens = 0;
+  uint64_t seed = 0;
+  int64_t max_tokens = 8;
+  std::vector<expect_item> expects;
+  // evict / expect_start_failure
+  std::string tier;
+  std::string contains;
+};
+
+struct topology {
+  std::vector<proc> procs; // stores, then nodes, then proxies, each in file order
+  std::vector<step> steps;
+};
+
+std::string at_line(int line) { return "line " + std::to_string(line) + ": "; }
+
+int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? sep : "") + v[i];
+  return s;
+}
+
+void check_keys(const toml::table& t, const std::string& where, const std::vector<std::string>& allowed,
+                int fallback_line) {
+  for (auto&& [k, v] : t) {
+    bool ok = false;
+    for (auto& a : allowed)
+      ok = ok || a == k.str();
+    if (!ok) {
+      int line = k.source().begin.line ? static_cast<int>(k.source().begin.line) : line_of(v);
+      throw bad_file(at_line(line ? line : fallback_line) + "unknown key \"" + std::string(k.str()) + "\" in " +
+                     where + " (allowed: " + join(allowed, ", ") + ")");
+    }
+  }
+}
+
+std::string need_string(const toml::table& t, const std::string& key, const std::string& where, int line) {
+  auto* n = t.get(key);
+  if (!n)
+    throw bad_file(at_line(line) + where + " has no " + key);
+  if (!n->is_string())
+    throw bad_file(at_line(line_of(*n)) + where + "." + key + " must be a string");
+  return n->as_string()->get();
+}
+
+int64_t need_int(const toml::node& n, const std::string& what) {
+  if (!n.is_integer())
+    throw bad_file(at_line(line_of(n)) + what + " must be an integer");
+  return n.as_integer()->get();
+}
+
+const std::regex& name_re() {
+  static const std::regex re("[A-Za-z0-9_-]+");
+  return re;
+}
+
+const std::regex& placeholder_re() {
+  static const std::regex re(R"(\{(node|proxy|store)\.([A-Za-z0-9_-]+)\.(http|tcp)\})");
+  return re;
+}
+
+json toml_to_json(const toml::node& n, const std::string& what) {
+  if (n.is_integer())
+    return n.as_integer()->get();
+  if (n.is_floating_point())
+    return n.as_floating_point()->get();
+  if (n.is_boolean())
+    return n.as_boolean()->get();
+  if (n.is_string())
+    return n.as_string()->get();
+  throw bad_file(at_line(line_of(n)) + what + " must be a number, a boolean or a string");
+}
+
+// `expect = { "from.store" = ">0" }` and `expect = { from = { store = ">0" } }` mean the same.
+void flatten_expect(const toml::table& t, const std::string& prefix, std::vector<expect_item>& out) {
+  for (auto&& [k, v] : t) {
+    std::string path = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (auto* sub = v.as_table())
+      flatten_expect(*sub, path, out);
+    else
+      out.push_back({path, toml_to_json(v, "expect." + path), {k.source().begin.line, k.source().begin.column}});
+  }
+}
+
+topology parse_topology(const std::string& file) {
+  toml::table root;
+  {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec))
+      throw bad_file("no such file (or not a regular file)");
+  }
+  try {
+    root = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    throw bad_file(at_line(static_cast<int>(e.source().begin.line)) + "TOML syntax error, column " +
+                   std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
+  }
+  check_keys(root, "the file", {"store", "node", "proxy", "step"}, 1);
+
+  topology topo;
+  std::map<std::string, int> proc_index;
+  for (proc_kind kind : {proc_kind::store, proc_kind::node, proc_kind::proxy}) {
+    std::string section = kind_name(kind);
+    auto* n = root.get(section);
+    if (!n)
+      continue;
+    auto* arr = n->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      throw bad_file(at_line(line_of(*n)) + section + " must be an array of tables: [[" + section + "]]");
+    for (auto& elem : *arr) {
+      auto& t = *elem.as_table();
+      int line = line_of(elem);
+      std::string where = "[[" + section + "]]";
+      check_keys(t, where, {"name", "config", "set", "start"}, line);
+      proc p;
+      p.kind = kind;
+      p.line = line;
+      p.name = need_string(t, "name", where, line);
+      if (!std::regex_match(p.name, name_re()))
+        throw bad_file(at_line(line_of(*t.get("name"))) + where + ".name \"" + p.name +
+                       "\": use letters, digits, '_' and '-'");
+      if (proc_index.count(p.name))
+        throw bad_file(at_line(line_of(*t.get("name"))) + "a process named \"" + p.name +
+                       "\" already exists (names are unique across [[store]], [[node]], [[proxy]])");
+      where += " \"" + p.name + "\"";
+      if (t.get("config"))
+        p.config = need_string(t, "config", where, line);
+      else if (kind == proc_kind::store)
+        p.config = "configs/store.toml";
+      else
+        throw bad_file(at_line(line) + where + " has no config");
+      if (auto* s = t.get("set")) {
+        auto* sa = s->as_array();
+        if (!sa)
+          throw bad_file(at_line(line_of(*s)) + where + ".set must be an array of \"key=value\" strings");
+        for (auto& item : *sa) {
+          if (!item.is_string())
+            throw bad_file(at_line(line_of(item)) + where + ".set must be an array of \"key=value\" strings");
+          std::string v = item.as_string()->get();
+          if (v.find('=') == std::string::npos)
+            throw bad_file(at_line(line_of(item)) + where + ".set \"" + v + "\": expected section.key=value");
+          p.sets.push_back(v);
+        }
+      }
+      if (auto* s = t.get("start")) {
+        if (!s->is_boolean())
+          throw bad_file(at_line(line_of(*s)) + where + ".start must be true or false");
+        p.autostart = s->as_boolean()->get();
+      }
+      proc_index[p.name] = static_cast<int>(topo.procs.size());
+      topo.procs.push_back(std::move(p));
+    }
+  }
+  // Placeholders must be well formed and name a process of that kind (whether it has been
+  // started is known only when one is expanded). Other braces (JSON in kv_transfer.config) stay.
+  static const std::regex any_placeholder(R"(\{([A-Za-z_]+)\.([A-Za-z0-9_-]+)\.([A-Za-z_]+)\})");
+  for (auto& p : topo.procs) {
+    std::vector<std::string> values = p.sets;
+    values.push_back(p.config);
+    std::string where = at_line(p.line) + "[[" + kind_name(p.kind) + "]] \"" + p.name + "\": ";
+    for (auto& v : values)
+      for (std::sregex_iterator it(v.begin(), v.end(), any_placeholder), end; it != end; ++it) {
+        std::string kind = (*it)[1], name = (*it)[2], which = (*it)[3];
+        if ((kind != "node" && kind != "store" && kind != "proxy") || (which != "http" && which != "tcp") ||
+            (kind == "proxy" && which == "tcp"))
+          throw bad_file(where + it->str() + ": placeholders are {node.NAME.http}, {node.NAME.tcp}, "
+                                             "{store.NAME.http}, {store.NAME.tcp}, {proxy.NAME.http}");
+        auto f = proc_index.find(name);
+        if (f == proc_index.end() || kind_name(topo.procs[f->second].kind) != kind)
+          throw bad_file(where + it->str() + " names no [[" + kind + "]]");
+      }
+  }
+
+  auto find_proc = [&](const std::string& name, int line, const std::string& what) -> proc& {
+    auto f = proc_index.find(name);
+    if (f == proc_index.end())
+      throw bad_file(at_line(line) + what + " \"" + name + "\" names no [[store]], [[node]] or [[proxy]]");
+    return topo.procs[f->second];
+  };
+
+  std::map<std::string, const step*> named; // earlier named send steps
+  std::set<std::string> step_names;
+  if (auto* n = root.get("step")) {
+    auto* arr = n->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      throw bad_file(at_line(line_of(*n)) + "step must be an array of tables: [[step]]");
+    topo.steps.reserve(arr->size());
+    for (auto& elem : *arr) {
+      auto& t = *elem.as_table();
+      step s;
+      s.index = static_cast<int>(topo.steps.size()) + 1;
+      s.line = line_of(elem);
+      std::string where = "[[step]] " + std::to_string(s.index);
+      static const std::vector<std::string> actions = {"send", "start", "stop", "kill", "restart", "evict",
+                                                       "expect_start_failure"};
+      std::vector<std::string> allowed = actions;
+      allowed.insert(allowed.begin(), "name");
+      allowed.push_back("expect");
+      check_keys(t, where, allowed, s.line);
+      if (auto* nm = t.get("name")) {
+        if (!nm->is_string() || nm->as_string()->get().empty())
+          throw bad_file(at_line(line_of(*nm)) + where + ".name must be a non-empty string");
+        s.name = nm->as_string()->get();
+        if (!step_names.insert(s.name).second)
+          throw bad_file(at_line(line_of(*nm)) + "a step named \"" + s.name + "\" already exists");
+        where = "[[step]] \"" + s.name + "\"";
+      }
+      std::vector<std::string> present;
+      for (auto& a : actions)
+        if (t.get(a))
+          present.push_back(a);
+      if (present.size() != 1)
+        throw bad_file(at_line(s.line) + where + " needs exactly one of " + join(actions, ", ") +
+                       (present.empty() ? " (it has none)" : " (it has " + join(present, ", ") + ")"));
+      s.action = present[0];
+      const toml::node& a = *t.get(s.action);
+      if (t.get("expect") && s.action != "send")
+        throw bad_file(at_line(line_of(*t.get("expect"))) + where + ": expect goes with send only");
+
+      if (s.action == "start" || s.action == "stop" || s.action == "kill" || s.action == "restart") {
+        if (!a.is_string())
+          throw bad_file(at_line(line_of(a)) + where + "." + s.action + " must name a process");
+        s.target = find_proc(a.as_string()->get(), line_of(a), s.action).name;
+      } else if (s.action == "send") {
+        auto* st = a.as_table();
+        if (!st)
+          throw bad_file(at_line(line_of(a)) + where +
+                         ".send must be a table: { node = NAME, prompt = ..., max_tokens = N }");
+        check_keys(*st, where + ".send", {"node", "proxy", "prompt", "max_tokens"}, line_of(a));
+        if (!!st->get("node") == !!st->get("proxy"))
+          throw bad_file(at_line(line_of(a)) + where + ".send needs exactly one of node, proxy");
+        std::string key = st->get("node") ? "node" : "proxy";
+        const toml::node& tn = *st->get(key);
+        if (!tn.is_string())
+          throw bad_file(at_line(line_of(tn)) + where + ".send." + key + " must name a [[" + key + "]]");
+        proc& p = find_proc(tn.as_string()->get(), line_of(tn), "send." + key);
+        if (kind_name(p.kind) != key)
+          throw bad_file(at_line(line_of(tn)) + where + ".send." + key + " = \"" + p.name + "\" is a [[" +
+                         kind_name(p.kind) + "]]");
+        s.target = p.name;
+        auto* pr = st->get("prompt");
+        if (!pr)
+          throw bad_file(at_line(line_of(a)) + where + ".send has no prompt");
+        if (pr->is_string()) {
+          s.text_prompt = true;
+          s.text = pr->as_string()->get();
+        } else if (auto* pt = pr->as_table()) {
+          check_keys(*pt, where + ".send.prompt", {"tokens", "seed"}, line_of(*pr));
+          if (!pt->get("tokens"))
+            throw bad_file(at_line(line_of(*pr)) + where + ".send.prompt has no tokens");
+          s.tokens = need_int(*pt->get("tokens"), where + ".send.prompt.tokens");
+          if (s.tokens < 1 || s.tokens > 1000000)
+            throw bad_file(at_line(line_of(*pt->get("tokens"))) + where +
+                           ".send.prompt.tokens must be between 1 and 1000000");
+          if (auto* sd = pt->get("seed"))
+            s.seed = static_cast<uint64_t>(need_int(*sd, where + ".send.prompt.seed"));
+        } else {
+          throw bad_file(at_line(line_of(*pr)) + where +
+                         ".send.prompt must be a string or { tokens = N, seed = S }");
+        }
+        if (auto* mt = st->get("max_tokens")) {
+          s.max_tokens = need_int(*mt, where + ".send.max_tokens");
+          if (s.max_tokens < 1)
+            throw bad_file(at_line(line_of(*mt)) + where + ".send.max_tokens must be at least 1");
+        }
+        if (auto* ex = t.get("expect")) {
+          auto* et = ex->as_table();
+          if (!et)
+            throw bad_file(at_line(line_of(*ex)) + where + ".expect must be a table");
+          flatten_expect(*et, "", s.expects); // toml++ iterates keys sorted: restore the file's order
+          std::stable_sort(s.expects.begin(), s.expects.end(),
+                           [](const expect_item& x, const expect_item& y) { return x.at < y.at; });
+          for (auto& e : s.expects) {
+            if (!e.value.is_string())
+              continue;
+            std::string v = e.value.get<std::string>();
+            for (std::string prefix : {"same_as:", "differs_from:"})
+              if (v.rfind(prefix, 0) == 0) {
+                std::string other = v.substr(prefix.size());
+                if (!named.count(other))
+                  throw bad_file(at_line(line_of(*ex)) + where + ".expect." + e.path + " = \"" + v +
+                                 "\": no earlier send step is named \"" + other + "\"");
+              }
+            if ((v[0] == '>' || v[0] == '<') && v.size() > 1) {
+              char* endp = nullptr;
+              std::strtod(v.c_str() + 1, &endp);
+              if (*endp != '\0')
+                throw bad_file(at_line(line_of(*ex)) + where + ".expect." + e.path + " = \"" + v +
+                               "\": expected a number after " + v[0]);
+            }
+          }
+        }
+      } else if (s.action == "evict") {
+        auto* et = a.as_table();
+        if (!et)
+          throw bad_file(at_line(line_of(a)) + where + ".evict must be { node = NAME, tier = \"hbm\" }");
+        check_keys(*et, where + ".evict", {"node", "tier"}, line_of(a));
+        proc& p = find_proc(need_string(*et, "node", where + ".evict", line_of(a)), line_of(a), "evict.node");
+        if (p.kind != proc_kind::node)
+          throw bad_file(at_line(line_of(a)) + where + ".evict.node = \"" + p.name + "\" is a [[" +
+                         kind_name(p.kind) + "]]");
+        s.target = p.name;
+        s.tier = need_string(*et, "tier", where + ".evict", line_of(a));
+        if (s.tier != "hbm" && s.tier != "cpu" && s.tier != "store")
+          throw bad_file(at_line(line_of(*et->get("tier"))) + where + ".evict.tier = \"" + s.tier +
+                         "\": must be one of hbm, cpu, store");
+      } else if (s.action == "expect_start_failure") {
+        auto* et = a.as_table();
+        if (!et)
+          throw bad_file(at_line(line_of(a)) + where +
+                         ".expect_start_failure must be { node = NAME, contains = TEXT }");
+        check_keys(*et, where + ".expect_start_failure", {"node", "store", "proxy", "contains"}, line_of(a));
+        int keys = !!et->get("node") + !!et->get("store") + !!et->get("proxy");
+        if (keys != 1)
+          throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure needs exactly one of node, store, proxy");
+        std::string key = et->get("node") ? "node" : et->get("store") ? "store" : "proxy";
+        proc& p = find_proc(need_string(*et, key, where + ".expect_start_failure", line_of(a)), line_of(a),
+                            "expect_start_failure." + key);
+        if (kind_name(p.kind) != key)
+          throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure." + key + " = \"" + p.name +
+                         "\" is a [[" + kind_name(p.kind) + "]]");
+        if (p.autostart)
+          throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure: [[" + key + "]] \"" + p.name +
+                         "\" must have start = false");
+        s.target = p.name;
+        if (et->get("contains"))
+          s.contains = need_string(*et, "contains", where + ".expect_start_failure", line_of(a));
+      }
+      topo.steps.push_back(std::move(s));
+      if (topo.steps.back().action == "send" && !topo.steps.back().name.empty())
+        named[topo.steps.back().name] = &topo.steps.back();
+    }
+  }
+  return topo;
+}
+
+// ------------------------------------------------------------------------------------------
+// Prompts
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Token i of (tokens, seed) depends on (seed, i) only: the first n of a longer prompt equal (n, seed).
+std::vector<int> prompt_tokens(int64_t tokens, uint64_t seed) {
+  std::vector<int> ids(static_cast<size_t>(tokens));
+  uint64_t base = splitmix64(seed);
+  for (int64_t i = 0; i < tokens; ++i)
+    ids[static_cast<size_t>(i)] = static_cast<int>(splitmix64(base ^ static_cast<uint64_t>(i)) % 256);
+  return ids;
+}
+
+// ------------------------------------------------------------------------------------------
+// The runner
+
+struct record {
+  int status = 0;
+  json body; // null when the body is not JSON
+};
+
+struct step_result {
+  bool ok = false;
+  std::string text; // what happened (ok) or what failed
+};
+
+class runner {
+public:
+  runner(topology topo, std::string dir) : topo_(std::move(topo)), dir_(std::move(dir)) {}
+
+  proc* find(const std::string& name) {
+    for (auto& p : topo_.procs)
+      if (p.name == name)
+        return &p;
+    return nullptr;
+  }
+
+  std::vector<proc>& procs() { return topo_.procs; }
+  const std::vector<step>& steps() const { return topo_.steps; }
+
+  // Reaps `p` if it exited; returns true while it runs.
+  bool alive(proc& p, int* status = nullptr) {
+    if (p.pid <= 0)
+      return false;
+    int st = 0;
+    pid_t r = ::waitpid(p.pid, &st, WNOHANG);
+    if (r == p.pid || (r < 0 && errno == ECHILD)) {
+      if (status)
+        *status = st;
+      last_status_[p.name] = st;
+      p.pid = -1;
+      return false;
+    }
+    return true;
+  }
+
+  std::string exited_text(const proc& p) {
+    auto f = last_status_.find(p.name);
+    return f == last_status_.end() ? "not running" : "not running (" + describe_status(f->second) + ")";
+  }
+
+  // `{node.a.http}` → `127.0.0.1:PORT` of a process started at least once.
+  bool expand(const std::string& in, std::string& out, std::string& why) {
+    out.clear();
+    size_t last = 0;
+    for (std::sregex_iterator it(in.begin(), in.end(), placeholder_re()), end; it != end; ++it) {
+      out += in.substr(last, static_cast<size_t>(it->position()) - last);
+      last = static_cast<size_t>(it->position() + it->length());
+      std::string kind = (*it)[1], name = (*it)[2], which = (*it)[3];
+      proc* p = find(name);
+      if (!p || kind_name(p->kind) != kind) {
+        why = it->str() + ": no [[" + kind + "]] named \"" + name + "\"";
+        return false;
+      }
+      if (!p->started_once) {
+        why = it->str() + ": " + kind + " " + name + " has not been started";
+        return false;
+      }
+      if (which == "tcp" && p->tcp_port == 0) {
+        why = it->str() + ": " + kind + " " + name + " printed no tcp:// endpoint";
+        return false;
+      }
+      out += which == "http" ? p->http_host + ":" + std::to_string(p->http_port)
+                             : p->tcp_host + ":" + std::to_string(p->tcp_port);
+    }
+    out += in.substr(last);
+    return true;
+  }
+
+  pid_t spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
+              std::string& why) {
+    int ofd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int efd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int nfd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (ofd < 0 || efd < 0 || nfd < 0) {
+      why = std::string("cannot create its log files in ") + dir_ + ": " + std::strerror(errno);
+      for (int fd : {ofd, efd, nfd})
+        if (fd >= 0)
+          ::close(fd);
+      return -1;
+    }
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t parent = ::getpid();
+    std::cout.flush();
+    std::cerr.flush();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      // The child dies with the runner even if the runner is killed with SIGKILL.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(127);
+      ::dup2(nfd, 0);
+      ::dup2(ofd, 1);
+      ::dup2(efd, 2);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP})
+        ::sigaction(sig, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execv("/proc/self/exe", argv.data());
+      const char msg[] = "ordo topo run: exec /proc/self/exe failed\n";
+      (void)!::write(2, msg, sizeof msg - 1);
+      ::_exit(127);
+    }
+    int saved = errno;
+    ::close(ofd);
+    ::close(efd);
+    ::close(nfd);
+    if (pid < 0)
+      why = std::string("fork: ") + std::strerror(saved);
+    return pid;
+  }
+
+  enum class ready { yes, exited, timed_out, interrupted };
+
+  // Waits for p's ready line; fills its endpoints.
+  ready wait_ready(proc& p, int& status) {
+    static const std::regex line_re(R"(^listening on http://([^\s]+):([0-9]+)(?: tcp://([^\s]+):([0-9]+))?\s*$)");
+    auto t0 = clock_type::now();
+    for (;;) {
+      std::string text = read_whole(p.out);
+      size_t pos = 0;
+      while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        if (nl == std::string::npos)
+          break; // an incomplete line: read again
+        std::string line = text.substr(pos, nl - pos);
+        pos = nl + 1;
+        std::smatch m;
+        if (std::regex_match(line, m, line_re)) {
+          p.http_host = m[1];
+          p.http_port = std::stoi(m[2]);
+          if (m[3].matched) {
+            p.tcp_host = m[3];
+            p.tcp_port = std::stoi(m[4]);
+          } else {
+            p.tcp_host.clear();
+            p.tcp_port = 0;
+          }
+          return ready::yes;
+        }
+      }
+      if (!alive(p, &status))
+        return ready::exited;
+      if (g_signal)
+        return ready::interrupted;
+      if (since(t0) > ready_limit_s)
+        return ready::timed_out;
+      sleep_s(0.02);
+    }
+  }
+
+  // Sends `sig`, waits up to `limit_s` for the exit, then SIGKILL. Returns true if it exited in
+  // time (its status in `how`).
+  bool stop_proc(proc& p, int sig, double limit_s, std::string& how) {
+    int st = 0;
+    if (!alive(p, &st)) {
+      how = "was already " + exited_text(p);
+      return true;
+    }
+    pid_t pid = p.pid;
+    ::kill(pid, sig);
+    auto t0 = clock_type::now();
+    while (since(t0) < limit_s) {
+      if (!alive(p, &st)) {
+        how = describe_status(st);
+        return true;
+      }
+      sleep_s(0.02);
+    }
+    ::kill(pid, SIGKILL);
+    t0 = clock_type::now();
+    while (since(t0) < 10) {
+      if (!alive(p, &st))
+        break;
+      sleep_s(0.02);
+    }
+    how = "did not exit within " + std::to_string(static_cast<int>(limit_s)) + " s after " + sig_text(sig) +
+          "; sent SIGKILL" + (p.pid > 0 ? " (still not reaped)" : "");
+    return false;
+  }
+
+  std::vector<std::string> command(const proc& p, const std::string& config, const std::vector<std::string>& sets,
+                                   bool keep_ports) {
+    std::vector<std::string> args = {"ordo", kind_name(p.kind), "--config", config};
+    for (auto& s : sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    if (p.kind == proc_kind::store) {
+      args.push_back("--set");
+      args.push_back("store.http_port=" + std::to_string(keep_ports ? p.http_port : 0));
+      args.push_back("--port");
+      args.push_back(std::to_string(keep_ports ? p.tcp_port : 0));
+    } else {
+      args.push_back("--port");
+      args.push_back(std::to_string(keep_ports ? p.http_port : 0));
+    }
+    return args;
+  }
+
+  std::string endpoints(const proc& p) {
+    std::string s = "pid " + std::to_string(p.pid) + " http://" + p.http_host + ":" + std::to_string(p.http_port);
+    if (p.tcp_port)
+      s += " tcp://" + p.tcp_host + ":" + std::to_string(p.tcp_port);
+    return s;
+  }
+
+  // Starts `p` (on its previous ports with keep_ports) and waits for its ready line. With
+  // `expect_failure`, the start passes when the process exits non-zero first.
+  enum class start_outcome { ready, failed, interrupted };
+  start_outcome start_proc(proc& p, bool keep_ports, std::string& msg) {
+    if (alive(p)) {
+      msg = std::string(kind_name(p.kind)) + " " + p.name + " is already running (pid " + std::to_string(p.pid) + ")";
+      return start_outcome::failed;
+    }
+    std::string config, why;
+    std::vector<std::string> sets;
+    if (!expand(p.config, config, why)) {
+      msg = "config: " + why;
+      return start_outcome::failed;
+    }
+    for (auto& s : p.sets) {
+      std::string e;
+      if (!expand(s, e, why)) {
+        msg = "set \"" + s + "\": " + why;
+        return start_outcome::failed;
+      }
+      sets.push_back(e);
+    }
+    auto args = command(p, config, sets, keep_ports);
+    auto t0 = clock_type::now();
+    for (;;) {
+      launch(p, args, why);
+      if (p.pid < 0) {
+        msg = why;
+        return start_outcome::failed;
+      }
+      int st = 0;
+      switch (wait_ready(p, st)) {
+      case ready::yes:
+        p.started_once = true;
+        msg = endpoints(p);
+        return start_outcome::ready;
+      case ready::interrupted: {
+        std::string how;
+        stop_proc(p, SIGTERM, 10, how);
+        msg = std::string("interrupted by ") + sig_text(g_signal);
+        return start_outcome::interrupted;
+      }
+      case ready::timed_out: {
+        std::string how;
+        stop_proc(p, SIGTERM, 5, how);
+        msg = "no ready line within " + std::to_string(static_cast<int>(ready_limit_s)) + " s (stopped: " + how +
+              "); log " + p.err;
+        return start_outcome::failed;
+      }
+      case ready::exited:
+        // A port kept across a restart may still be held (TIME_WAIT, a slow exit): retry a while.
+        if (keep_ports && since(t0) < rebind_limit_s &&
+            read_whole(p.err).find("cannot listen") != std::string::npos) {
+          sleep_s(0.25);
+          continue;
+        }
+        msg = describe_status(st) + " before its ready line: " + last_line(p.err);
+        return start_outcome::failed;
+      }
+    }
+  }
+
+  void launch(proc& p, const std::vector<std::string>& args, std::string& why) {
+    ++launches_;
+    char prefix[16];
+    std::snprintf(prefix, sizeof prefix, "%02d-", launches_);
+    p.out = dir_ + "/" + prefix + p.name + ".out";
+    p.err = dir_ + "/" + prefix + p.name + ".err";
+    {
+      std::ofstream cmd(dir_ + "/" + prefix + p.name + ".cmd");
+      for (auto& a : args)
+        cmd << a << "\n";
+    }
+    p.pid = spawn(args, p.out, p.err, why);
+  }
+
+  // One HTTP request with a total deadline; the main thread watches the stop flag meanwhile.
+  http_response request(int port, const std::string& method, const std::string& path, const std::string& body) {
+    http_response r;
+    http_client_connection c(port, static_cast<int>(http_limit_s) + 10);
+    if (!c.connected()) {
+      r.error = c.error();
+      return r;
+    }
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+      r = c.request(method, path, body);
+      done = true;
+    });
+    auto t0 = clock_type::now();
+    std::string cancelled;
+    while (!done) {
+      if (g_signal && cancelled.empty())
+        cancelled = std::string("interrupted by ") + sig_text(g_signal);
+      if (since(t0) > http_limit_s && cancelled.empty())
+        cancelled = "no answer within " + std::to_string(static_cast<int>(http_limit_s)) + " s";
+      if (!cancelled.empty()) {
+        ::shutdown(c.fd(), SHUT_RDWR);
+        break;
+      }
+      sleep_s(0.01);
+    }
+    t.join();
+    if (!cancelled.empty()) {
+      r.status = 0;
+      r.error = cancelled;
+    }
+    return r;
+  }
+
+  bool require_running(proc& p, std::string& msg) {
+    if (alive(p))
+      return true;
+    msg = std::string(kind_name(p.kind)) + " " + p.name + " is " +
+          (p.started_once ? exited_text(p) + (p.err.empty() ? "" : ": " + last_line(p.err)) : "not started");
+    return false;
+  }
+
+  static std::optional<json> value_at(const record& r, const std::string& path) {
+    if (path == "status")
+      return json(r.status);
+    if (!r.body.is_object() || !r.body.contains("ordo"))
+      return std::nullopt;
+    const json* cur = &r.body["ordo"];
+    std::string rest = path == "digest" ? "logits_digest" : path;
+    size_t pos = 0;
+    while (pos <= rest.size()) {
+      size_t dot = rest.find('.', pos);
+      std::string part = rest.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+      if (!cur->is_object() || !cur->contains(part))
+        return std::nullopt;
+      cur = &(*cur)[part];
+      if (dot == std::string::npos)
+        break;
+      pos = dot + 1;
+    }
+    return *cur;
+  }
+
+  static std::string show(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+  static bool same(const json& a, const json& b) {
+    if (a.is_number() && b.is_number())
+      return a.get<double>() == b.get<double>();
+    return a == b;
+  }
+
+  std::vector<std::string> check_expectations(const step& s, const record& r) {
+    std::vector<std::string> bad;
+    bool status_expected = false;
+    for (auto& e : s.expects) {
+      if (e.path == "status")
+        status_expected = true;
+      auto actual = value_at(r, e.path);
+      std::string got = actual ? show(*actual) : "missing";
+      if (e.value.is_string()) {
+        std::string v = e.value.get<std::string>();
+        bool cmp_same = v.rfind("same_as:", 0) == 0, cmp_diff = v.rfind("differs_from:", 0) == 0;
+        if (cmp_same || cmp_diff) {
+          std::string other = v.substr(v.find(':') + 1);
+          auto rec = records_.find(other);
+          if (rec == records_.end()) {
+            bad.push_back(e.path + ": step " + other + " has no recorded answer");
+            continue;
+          }
+          auto theirs = value_at(rec->second, e.path);
+          if (!theirs) {
+            bad.push_back(e.path + " missing in step " + other + "'s answer");
+            continue;
+          }
+          if (!actual) {
+            bad.push_back(e.path + " missing, expected " + v + " (" + show(*theirs) + ")");
+            continue;
+          }
+          bool eq = same(*actual, *theirs);
+          if (cmp_same && !eq)
+            bad.push_back(e.path + " = " + got + ", expected same as " + other + " (" + show(*theirs) + ")");
+          if (cmp_diff && eq)
+            bad.push_back(e.path + " = " + got + ", expected to differ from " + other);
+          continue;
+        }
+        if ((v[0] == '>' || v[0] == '<') && v.size() > 1) {
+          double bound = std::strtod(v.c_str() + 1, nullptr);
+          if (!actual || !actual->is_number()) {
+            bad.push_back(e.path + " = " + got + ", expected " + v);
+            continue;
+          }
+          double x = actual->get<double>();
+          if (v[0] == '>' ? !(x > bound) : !(x < bound))
+            bad.push_back(e.path + " = " + got + ", expected " + v);
+          continue;
+        }
+        if (!actual || show(*actual) != v)
+          bad.push_back(e.path + " = " + got + ", expected \"" + v + "\"");
+        continue;
+      }
+      if (!actual || !same(*actual, e.value))
+        bad.push_back(e.path + " = " + got + ", expected " + show(e.value));
+    }
+    if (!status_expected && r.status != 200)
+      bad.insert(bad.begin(), "status = " + std::to_string(r.status) + ", expected 200");
+    return bad;
+  }
+
+  static std::string summary(const record& r) {
+    std::string s = std::to_string(r.status);
+    if (r.status != 200) {
+      if (r.body.is_object() && r.body.contains("error") && r.body["error"].is_object() &&
+          r.body["error"].contains("message"))
+        s += " " + show(r.body["error"]["message"]);
+      return s;
+    }
+    if (!r.body.is_object() || !r.body.contains("ordo") || !r.body["ordo"].is_object())
+      return s + " (no ordo object)";
+    const json& o = r.body["ordo"];
+    if (o.contains("resume_at"))
+      s += " resume_at=" + show(o["resume_at"]);
+    if (o.contains("from") && o["from"].is_object())
+      for (auto& [k, v] : o["from"].items())
+        if (!(v.is_number() && v.get<double>() == 0))
+          s += " from." + k + "=" + show(v);
+    if (o.contains("logits_digest"))
+      s += " digest=" + show(o["logits_digest"]);
+    return s;
+  }
+
+  step_result run_send(const step& s) {
+    proc& p = *find(s.target);
+    std::string what = "send " + std::string(kind_name(p.kind)) + " " + p.name;
+    std::string msg;
+    if (!require_running(p, msg))
+      return {false, what + ": " + msg};
+    json body;
+    if (s.text_prompt)
+      body["prompt"] = s.text;
+    else
+      body["prompt"] = prompt_tokens(s.tokens, s.seed);
+    body["max_tokens"] = s.max_tokens;
+    body["temperature"] = 0;
+    http_response resp = request(p.http_port, "POST", "/v1/completions", body.dump());
+    if (resp.status == 0) {
+      std::string died;
+      if (!alive(p))
+        died = "; " + std::string(kind_name(p.kind)) + " " + p.name + " is " + exited_text(p) + ": " + last_line(p.err);
+      return {false, what + ": no answer: " + resp.error + died};
+    }
+    record r;
+    r.status = resp.status;
+    r.body = json::parse(resp.body, nullptr, false);
+    if (r.body.is_discarded())
+      r.body = nullptr;
+    if (!s.name.empty())
+      records_[s.name] = r;
+    auto bad = check_expectations(s, r);
+    if (!bad.empty())
+      return {false, (s.name.empty() ? what + ": " : "") + join(bad, "; ") +
+                         (r.status != 200 ? " (" + summary(r) + ")" : "")};
+    return {true, what + ": " + summary(r)};
+  }
+
+  step_result run_step(const step& s) {
+    if (s.action == "send")
+      return run_send(s);
+    proc& p = *find(s.target);
+    std::string what = s.action + " " + kind_name(p.kind) + " " + p.name;
+    std::string msg;
+    if (s.action == "start") {
+      auto o = start_proc(p, false, msg);
+      return {o == start_outcome::ready, what + ": " + msg};
+    }
+    if (s.action == "stop" || s.action == "kill") {
+      if (!require_running(p, msg))
+        return {false, what + ": " + msg};
+      pid_t pid = p.pid;
+      bool ok = stop_proc(p, s.action == "stop" ? SIGTERM : SIGKILL, exit_limit_s, msg);
+      return {ok, what + ": pid " + std::to_string(pid) + " " + msg};
+    }
+    if (s.action == "restart") {
+      if (!p.started_once)
+        return {false, what + ": " + std::string(kind_name(p.kind)) + " " + p.name + " was never started"};
+      std::string how = "was not running";
+      if (alive(p)) {
+        pid_t pid = p.pid;
+        if (!stop_proc(p, SIGTERM, exit_limit_s, how))
+          return {false, what + ": pid " + std::to_string(pid) + " " + how};
+        how = "pid " + std::to_string(pid) + " " + how;
+      }
+      auto o = start_proc(p, true, msg);
+      return {o == start_outcome::ready, what + ": " + how + "; " + msg};
+    }
+    if (s.action == "evict") {
+      if (!require_running(p, msg))
+        return {false, what + ": " + msg};
+      json body = {{"tier", s.tier}};
+      http_response resp = request(p.http_port, "POST", "/admin/evict", body.dump());
+      std::string text = what + " " + s.tier + ": " + std::to_string(resp.status);
+      if (resp.status == 0)
+        return {false, text + " (" + resp.error + ")"};
+      std::string b = resp.body.size() > 200 ? resp.body.substr(0, 200) + "..." : resp.body;
+      while (!b.empty() && (b.back() == '\n' || b.back() == '\r'))
+        b.pop_back();
+      return {resp.status == 200, text + " " + b};
+    }
+    if (s.action == "expect_start_failure") {
+      if (alive(p))
+        return {false, what + ": " + kind_name(p.kind) + " " + p.name + " is already running"};
+      auto o = start_proc(p, false, msg);
+      if (o == start_outcome::interrupted)
+        return {false, what + ": " + msg};
+      if (o == start_outcome::ready) {
+        std::string how;
+        stop_proc(p, SIGTERM, exit_limit_s, how);
+        return {false, what + ": it started (" + msg + "), expected it to fail"};
+      }
+      bool exited = msg.rfind("exit ", 0) == 0 || msg.rfind("killed by ", 0) == 0;
+      if (!exited) // it never ran (a placeholder, a log file) or did not stop in time
+        return {false, what + ": " + msg};
+      if (msg.rfind("exit 0 ", 0) == 0)
+        return {false, what + ": it exited 0 before its ready line, expected a failure"};
+      std::string text = read_whole(p.out) + read_whole(p.err);
+      if (text.find(s.contains) == std::string::npos)
+        return {false, what + ": " + msg + "; its output does not contain \"" + s.contains + "\""};
+      return {true, what + ": " + msg};
+    }
+    return {false, what + ": unknown action"};
+  }
+
+  // Stops every process still running (SIGTERM, bounded wait, SIGKILL); false if one needed SIGKILL.
+  bool stop_all(std::vector<std::string>& notes) {
+    bool clean = true;
+    for (auto it = topo_.procs.rbegin(); it != topo_.procs.rend(); ++it) {
+      proc& p = *it;
+      if (p.pid <= 0)
+        continue;
+      pid_t pid = p.pid;
+      std::string how;
+      if (!stop_proc(p, SIGTERM, g_signal ? 10 : exit_limit_s, how)) {
+        clean = false;
+        notes.push_back(std::string(kind_name(p.kind)) + " " + p.name + " pid " + std::to_string(pid) + ": " + how);
+      }
+    }
+    return clean;
+  }
+
+private:
+  topology topo_;
+  std::string dir_;
+  int launches_ = 0;
+  std::map<std::string, record> records_;
+  std::map<std::string, int> last_status_;
+};
+
+// What a step does, in words: "send node a", "kill store s", "evict node b hbm".
+std::string describe(const step& s, runner& r) {
+  proc* p = r.find(s.target);
+  std::string what = s.action + " " + (p ? kind_name(p->kind) + std::string(" ") : "") + s.target;
+  if (s.action == "evict")
+    what += " " + s.tier;
+  return what;
+}
+
+std::string step_label(const step& s) {
+  return std::to_string(s.index) + (s.name.empty() ? "" : " " + s.name);
+}
+
+void print_step(bool ok, const step& s, const std::string& text) {
+  std::cout << (ok ? "ok   " : "FAIL ") << step_label(s) << (s.name.empty() ? " " : ": ") << text << std::endl;
+}
+
+} // namespace
+
 int run_topo(const std::string& file) {
-  std::cerr << "ordo topo run " << file << ": not built yet\n";
-  return 2;
+  topology topo;
+  try {
+    topo = parse_topology(file);
+  } catch (const bad_file& e) {
+    std::cerr << "ordo topo run " << file << ": " << e.what() << "\n";
+    return 2;
+  }
+
+  // SIGINT / SIGTERM set a flag every wait loop checks; the processes are then stopped.
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0; // no SA_RESTART: a sleeping wait ends early
+  struct sigaction old_int {}, old_term {}, old_pipe {};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ign, &old_pipe);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, SIGINT);
+  sigaddset(&unblock, SIGTERM);
+  ::sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
+
+  std::string base = "/tmp";
+  if (const char* t = std::getenv("TMPDIR"); t && *t)
+    base = t;
+  std::string tmpl = base + "/ordo-topo-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data())) {
+    std::cerr << "ordo topo run " << file << ": cannot create a directory in " << base << ": "
+              << std::strerror(errno) << "\n";
+    return 1;
+  }
+  std::string dir = buf.data();
+
+  runner r(std::move(topo), dir);
+  int passed = 0, failed = 0;
+  bool setup_ok = true;
+  std::string stopped_because;
+
+  std::cout << "topology " << file << ": logs in " << dir << std::endl;
+  for (auto& p : r.procs()) {
+    if (!p.autostart)
+      continue;
+    std::string msg;
+    auto o = r.start_proc(p, false, msg);
+    std::string what = std::string("start ") + kind_name(p.kind) + " " + p.name;
+    if (o == runner::start_outcome::ready) {
+      std::cout << "     " << what << ": " << msg << std::endl;
+      continue;
+    }
+    std::cout << "FAIL " << what << ": " << msg << std::endl;
+    setup_ok = false;
+    ++failed; // the failed start counts, and every step below fails unrun
+    stopped_because = o == runner::start_outcome::interrupted ? msg : what + " failed";
+    break;
+  }
+
+  for (auto& s : r.steps()) {
+    if (!stopped_because.empty()) {
+      print_step(false, s, describe(s, r) + ": not run (" + stopped_because + ")");
+      ++failed;
+      continue;
+    }
+    step_result res = r.run_step(s);
+    if (g_signal && !res.ok && stopped_because.empty())
+      stopped_because = std::string("interrupted by ") + sig_text(g_signal);
+    print_step(res.ok, s, res.text);
+    (res.ok ? passed : failed)++;
+    if (g_signal && stopped_because.empty())
+      stopped_because = std::string("interrupted by ") + sig_text(g_signal);
+  }
+
+  // A process that ignores SIGTERM at the end is a failure too (it was SIGKILLed).
+  std::vector<std::string> notes;
+  bool clean = r.stop_all(notes);
+  for (auto& n : notes) {
+    std::cout << "FAIL stop " << n << std::endl;
+    ++failed;
+  }
+  int sig = g_signal;
+  bool ok = setup_ok && failed == 0 && clean && sig == 0;
+  if (ok) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  } else {
+    std::cout << "     logs kept in " << dir << std::endl;
+  }
+  if (sig)
+    std::cout << "     interrupted by " << sig_text(sig) << ": every process stopped" << std::endl;
+  std::cout << passed << " passed, " << failed << " failed" << std::endl;
+
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  if (sig)
+    return 128 + sig;
+  return ok ? 0 : 1;
 }
 
 } // namespace ordo
