@@ -351,7 +351,7 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   auto started = std::chrono::steady_clock::now();
   device_batch batch = d.pack(plan);
   const fault_edge drop = d.opt.drop_edge;
-  op_log log{d.dev, d.opt.ops, plan.header};
+  op_log log{d.dev, d.opt.ops, plan.header, {}};
 
   d.dev.copy_async(stream_kind::load, d.inputs, d.staging, d.input_bytes);
   {
