@@ -40,43 +40,6 @@ size_t http_bridge::size() const {
   return entries_.size();
 }
 
-parse_worker::parse_worker() {
-  thread_ = std::thread([this] {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty())
-          return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  });
-}
-
-parse_worker::~parse_worker() { stop(); }
-
-void parse_worker::post(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.push_back(std::move(job));
-  }
-  wake_.notify_one();
-}
-
-void parse_worker::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id())
-    thread_.join();
-}
-
 bool is_loopback_host(const std::string& host) {
   if (host == "localhost")
     return true;
@@ -236,19 +199,6 @@ int64_t unix_seconds() {
       .count();
 }
 
-// Compares in time independent of where the strings differ (a key is not guessed byte by byte).
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  return diff == 0;
-}
-
-bool has_bearer(const http_request& req, const std::string& key) {
-  static const std::string prefix = "Bearer ";
-  std::string auth = req.header("authorization");
-  return auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), key);
-}
 
 } // namespace
 

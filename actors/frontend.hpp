@@ -30,6 +30,7 @@
 #include "actors/http_server.hpp"
 #include "actors/interfaces.hpp"
 #include "runtime/completion_api.hpp"
+#include "runtime/worker_pool.hpp"
 
 namespace ordo {
 
@@ -59,22 +60,8 @@ private:
 };
 
 // Runs jobs in order on its own thread (request bodies are parsed here, not on the HTTP loop).
-class parse_worker {
-public:
-  parse_worker();
-  ~parse_worker(); // runs what is queued, then joins
-  parse_worker(const parse_worker&) = delete;
-  parse_worker& operator=(const parse_worker&) = delete;
-  void post(std::function<void()> job);
-  void stop(); // idempotent
-
-private:
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
+// The HTTP thread's parsing of request bodies runs on one worker thread.
+using parse_worker = worker_pool;
 
 struct frontend_options {
   std::string model_name;

@@ -994,4 +994,21 @@ void http_server::stop() {
   loop_.reset();
 }
 
+namespace {
+
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+} // namespace
+
+bool has_bearer(const http_request& req, const std::string& key) {
+  static const std::string prefix = "Bearer ";
+  const std::string auth = req.header("authorization");
+  return auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), key);
+}
+
 } // namespace ordo

@@ -143,4 +143,8 @@ private:
   bool stopped_ = false;
 };
 
+// True when `req` carries `Authorization: Bearer <key>`; compared in time independent of where
+// the strings differ, so a key is not guessed byte by byte.
+bool has_bearer(const http_request& req, const std::string& key);
+
 } // namespace ordo

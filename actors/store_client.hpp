@@ -20,13 +20,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <caf/actor_system.hpp>
 
 #include "actors/door.hpp"
 #include "actors/interfaces.hpp"
+#include "runtime/locked_view.hpp"
 
 namespace ordo {
 
@@ -50,22 +50,7 @@ struct store_link_view {
   uint64_t unreachable_answers_total = 0; // lookups and steps answered without a store
 };
 
-class store_link_status {
-public:
-  store_link_view view() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return view_;
-  }
-  template <class F>
-  void update(F&& f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    f(view_);
-  }
-
-private:
-  mutable std::mutex mu_;
-  store_link_view view_;
-};
+using store_link_status = locked_view<store_link_view>;
 
 struct store_client_options {
   std::string host;

@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <caf/fwd.hpp>
@@ -23,6 +22,7 @@
 #include "actors/door.hpp"
 #include "actors/interfaces.hpp"
 #include "messages/store.hpp"
+#include "runtime/locked_view.hpp"
 
 namespace ordo {
 
@@ -75,38 +75,16 @@ struct store_server_view {
 };
 
 // The state the server actor shares with other threads (the HTTP thread, the process's main).
-class store_server_shared {
+class store_server_shared : public locked_view<store_server_view> {
 public:
   void set_engine_id(std::string id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    view_.engine_id = std::move(id);
+    update([&](store_server_view& v) { v.engine_id = std::move(id); });
   }
-  std::string engine_id() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return view_.engine_id;
-  }
+  std::string engine_id() const { return view().engine_id; }
   void set_arena_socket(std::string name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    view_.arena_socket = std::move(name);
+    update([&](store_server_view& v) { v.arena_socket = std::move(name); });
   }
-  std::string arena_socket() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return view_.arena_socket;
-  }
-  store_server_view view() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return view_;
-  }
-  // The actor, after each change.
-  template <class F>
-  void update(F&& f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    f(view_);
-  }
-
-private:
-  mutable std::mutex mu_;
-  store_server_view view_;
+  std::string arena_socket() const { return view().arena_socket; }
 };
 
 struct store_server_options {

@@ -39,6 +39,22 @@ struct arena_message {
   uint64_t bytes = 0;
 };
 
+// The message with its fd slot, for sendmsg and recvmsg alike.
+struct fd_message {
+  arena_message m;
+  iovec iov{};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msghdr& header() {
+    iov = {&m, sizeof m};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    return msg;
+  }
+};
+
 constexpr uint64_t window_align = uint64_t{2} << 20;
 
 } // namespace
@@ -100,21 +116,15 @@ void arena_fd_server::run() {
       ::close(conn);
       continue;
     }
-    arena_message m;
-    m.bytes = arena_bytes_;
-    iovec iov{&m, sizeof m};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    fd_message out;
+    out.m.bytes = arena_bytes_;
+    msghdr& msg = out.header();
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &arena_fd_, sizeof(int));
-    if (::sendmsg(conn, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof m)) {
+    if (::sendmsg(conn, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof out.m)) {
       spdlog::warn("arena socket @{}: sending the arena to pid {} failed: {}", name_, peer.pid, std::strerror(errno));
     } else {
       spdlog::debug("arena socket @{}: arena sent to pid {}", name_, peer.pid);
@@ -147,15 +157,10 @@ received_arena receive_arena_fd(const std::string& name, int timeout_ms) {
   if (ready <= 0)
     fail_closing(ready == 0 ? "no answer within " + std::to_string(timeout_ms) + " ms"
                             : std::string("poll: ") + std::strerror(errno));
-  arena_message m;
-  m.magic = 0;
-  iovec iov{&m, sizeof m};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  fd_message in;
+  in.m.magic = 0;
+  arena_message& m = in.m;
+  msghdr& msg = in.header();
   ssize_t n = ::recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
   if (n < 0)
     fail_closing(std::string("recvmsg: ") + std::strerror(errno));

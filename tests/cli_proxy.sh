@@ -16,28 +16,8 @@ cleanup() {
 trap cleanup EXIT
 curl_() { curl --noproxy '*' -s --max-time 30 "$@"; }
 
-# Waits up to $2 (default 10) seconds for the ready line in $1.
-wait_ready() {
-  for _ in $(seq 1 $((${2:-10} * 10))); do grep -q listening "$1" 2>/dev/null && return 0; sleep 0.1; done
-  echo "no ready line in $1"
-  return 1
-}
+# The HTTP port of a ready line in $1.
 port_of() { sed -E 's|^listening on http://[^:]+:([0-9]+).*|\1|' "$1"; }
-
-# Waits up to $2 seconds for pid $1 (a child of this shell) to exit; sets `code` to its exit
-# status, 124 if it did not exit in time.
-wait_exit() {
-  local p=$1 limit=$2
-  code=124
-  for _ in $(seq 1 $((limit * 10))); do
-    if ! kill -0 "$p" 2>/dev/null; then
-      wait "$p"
-      code=$?
-      return
-    fi
-    sleep 0.1
-  done
-}
 
 # A port nothing listens on (bound, then closed).
 dead_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }

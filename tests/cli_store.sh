@@ -14,27 +14,6 @@ cleanup() {
 trap cleanup EXIT
 curl_() { curl --noproxy '*' -s --max-time 10 "$@"; }
 
-# Waits up to 10 s for the ready line in $1.
-wait_ready() {
-  for _ in $(seq 1 100); do grep -q listening "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
-
-# Waits up to $2 seconds for pid $1 (a child of this shell) to exit; sets `code` to its exit
-# status, 124 if it did not exit in time.
-wait_exit() {
-  local p=$1 limit=$2
-  code=124
-  for _ in $(seq 1 $((limit * 10))); do
-    if ! kill -0 "$p" 2>/dev/null; then
-      wait "$p"
-      code=$?
-      return
-    fi
-    sleep 0.1
-  done
-}
-
 # Bad config: exit 2, naming the key, nothing on stdout.
 timeout 20 "$ordo" store --port 0 --set store.capcity_mb=64 >"$tmp/out" 2>"$tmp/err"
 check "an unknown key exits 2" test $? -eq 2

@@ -34,6 +34,7 @@
 #include "actors/http_server.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/proxy_config.hpp"
+#include "runtime/worker_pool.hpp"
 #include "tools/process_signals.hpp"
 
 namespace ordo {
@@ -440,53 +441,6 @@ struct proxy_metrics {
   }
 };
 
-class worker_pool {
-public:
-  explicit worker_pool(int n) {
-    for (int i = 0; i < n; ++i)
-      threads_.emplace_back([this] {
-        for (;;) {
-          std::function<void()> job;
-          {
-            std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-            if (jobs_.empty())
-              return;
-            job = std::move(jobs_.front());
-            jobs_.pop_front();
-          }
-          job();
-        }
-      });
-  }
-  ~worker_pool() { stop(); }
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      jobs_.push_back(std::move(job));
-    }
-    wake_.notify_one();
-  }
-  // Runs what is queued, then joins.
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_)
-      if (t.joinable())
-        t.join();
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_;
-  bool stopping_ = false;
-};
-
 struct proxy_state {
   proxy_config cfg;
   endpoint_pool prefill;
@@ -496,18 +450,6 @@ struct proxy_state {
   std::atomic<bool> abort{false}; // cuts every upstream call (a drain that ran out of time)
 };
 
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  return diff == 0;
-}
-
-bool has_bearer(const http_request& req, const std::string& key) {
-  static const std::string prefix = "Bearer ";
-  std::string auth = req.header("authorization");
-  return auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), key);
-}
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
@@ -548,6 +490,17 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
   } catch (const std::exception&) {
     original = nullptr;
   }
+  // One upstream request of this client request: its path, its Authorization, the deadline.
+  auto call_to = [&](endpoint_state* node, const std::string& body) {
+    upstream_call call;
+    call.endpoint = &node->endpoint;
+    call.path = req.path;
+    call.body = body;
+    call.authorization = auth;
+    call.timeout_s = static_cast<int>(cfg.timeout_s);
+    call.cancelled = cancelled;
+    return call;
+  };
   const bool is_object = original.is_object();
   std::string decode_body = req.body;
   bool prefilled = false;
@@ -557,14 +510,7 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
       if (cancelled())
         break;
       const auto t0 = clock_type::now();
-      upstream_call call;
-      call.endpoint = &node->endpoint;
-      call.path = req.path;
-      call.body = pbody;
-      call.authorization = auth;
-      call.timeout_s = static_cast<int>(cfg.timeout_s);
-      call.cancelled = cancelled;
-      upstream_response r = http_call(call);
+      upstream_response r = http_call(call_to(node, pbody));
       m.prefill_seconds->observe(seconds_since(t0));
       if (r.status >= 200 && r.status < 300) {
         node->mark(true, "");
@@ -601,13 +547,7 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
     if (cancelled())
       break;
     const auto t0 = clock_type::now();
-    upstream_call call;
-    call.endpoint = &node->endpoint;
-    call.path = req.path;
-    call.body = decode_body;
-    call.authorization = auth;
-    call.timeout_s = static_cast<int>(cfg.timeout_s);
-    call.cancelled = cancelled;
+    upstream_call call = call_to(node, decode_body);
     bool streamed = false;
     // A 2xx SSE answer is passed on as it arrives; anything else is buffered and sent whole.
     call.stream_body = [&](const upstream_response& head) {
