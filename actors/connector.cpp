@@ -1,6 +1,9 @@
 #include "actors/connector.hpp"
 
+#include <deque>
+#include <map>
 #include <memory>
+#include <unordered_map>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -80,6 +83,181 @@ connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind,
                                 std::optional<offload_options> policy, store_actor store, uint64_t epoch,
                                 trace_tap tap) {
   return sys.spawn(connector, kind, std::move(policy), std::move(store), epoch, std::move(tap));
+}
+
+// --- P/D ----------------------------------------------------------------------------------------
+
+namespace {
+
+struct pd_state {
+  std::shared_ptr<const connector_policy> policy;
+  store_actor local;
+  std::function<store_actor(const std::string&)> peer_store;
+  std::map<std::string, store_actor> peers;
+  std::unordered_map<uint64_t, std::string> request_peer; // requests whose loads go to a peer
+  std::deque<uint64_t> request_order;                     // oldest first, to bound request_peer
+  std::map<caf::actor_id, sequence_stamp> stamps;         // per store: its steps' (epoch, seq)
+  sequence_check steps;
+  door io;
+  static inline const char* name = "connector";
+
+  // The peers' store clients end with the connector (the actor system waits for every actor).
+  ~pd_state() {
+    for (auto& [endpoint, client] : peers)
+      caf::anon_send_exit(client, caf::exit_reason::user_shutdown);
+  }
+
+  store_actor store_of(const std::string& peer) {
+    if (peer.empty())
+      return local;
+    auto it = peers.find(peer);
+    if (it == peers.end())
+      it = peers.emplace(peer, peer_store(peer)).first;
+    return it->second;
+  }
+  std::string peer_of(uint64_t request_id) const {
+    auto it = request_peer.find(request_id);
+    return it == request_peer.end() ? std::string() : it->second;
+  }
+};
+
+using pd_ptr = connector_actor::stateful_pointer<pd_state>;
+
+// One store's share of a connector step, and where its orders sit in the whole step.
+struct pd_part {
+  store_actor store;
+  connector_step sub;
+  std::vector<size_t> load_index, save_index;
+  store_step_done answer;
+};
+
+connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options, store_actor local,
+                                            std::function<store_actor(const std::string&)> peer_store,
+                                            trace_tap tap) {
+  auto& st = self->state;
+  st.policy = make_connector_policy("pd", options);
+  st.local = std::move(local);
+  st.peer_store = std::move(peer_store);
+  st.io = door("connector", std::move(tap));
+  return {
+    [=](const connector_lookup& lookup) -> caf::result<connector_lookup_done> {
+      auto& st = self->state;
+      st.io.received(self->current_sender(), lookup);
+      const bool remote = !lookup.peer.empty();
+      if (remote && st.request_peer.emplace(lookup.request_id, lookup.peer).second) {
+        st.request_order.push_back(lookup.request_id);
+        while (st.request_order.size() > 65536) {
+          st.request_peer.erase(st.request_order.front());
+          st.request_order.pop_front();
+        }
+      }
+      auto probe = st.policy->lookup(lookup);
+      if (!probe)
+        return st.io.reply(self, st.policy->lookup_answered(lookup, {}));
+      auto requester = self->current_sender();
+      auto rp = self->make_response_promise<connector_lookup_done>();
+      st.io.request(
+          self, st.store_of(lookup.peer), std::move(*probe),
+          [=](store_contains_done& found, uint64_t) mutable {
+            auto done = self->state.policy->lookup_answered(lookup, found);
+            done.from_peer = remote;
+            self->state.io.deliver(rp, requester, std::move(done));
+          },
+          [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_lookup_done", err); });
+      return rp;
+    },
+    [=](const connector_step& step) -> caf::result<connector_step_done> {
+      auto& st = self->state;
+      st.io.received(self->current_sender(), step);
+      if (auto why = st.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
+        spdlog::critical("connector: {}", why);
+        return st.io.refuse(self, "connector_step_done", why);
+      }
+      // Split by store: a request's loads and their unpins go to its peer; saves, commits and
+      // evictions stay here. This node's store always gets a step (its answer carries the stats).
+      auto parts = std::make_shared<std::map<std::string, pd_part>>();
+      auto part = [&](const std::string& peer) -> pd_part& {
+        auto it = parts->find(peer);
+        if (it == parts->end()) {
+          it = parts->emplace(peer, pd_part{}).first;
+          it->second.store = st.store_of(peer);
+          it->second.sub.header = step.header;
+        }
+        return it->second;
+      };
+      part("").sub.evict_all = step.evict_all;
+      for (const auto& f : step.finished)
+        part(f.is_save ? std::string() : st.peer_of(f.request_id)).sub.finished.push_back(f);
+      for (size_t i = 0; i < step.loads.size(); ++i) {
+        auto& p = part(st.peer_of(step.loads[i].request_id));
+        p.sub.loads.push_back(step.loads[i]);
+        p.load_index.push_back(i);
+      }
+      for (size_t i = 0; i < step.saves.size(); ++i) {
+        auto& p = part("");
+        p.sub.saves.push_back(step.saves[i]);
+        p.save_index.push_back(i);
+      }
+      auto requester = self->current_sender();
+      auto rp = self->make_response_promise<connector_step_done>();
+      auto left = std::make_shared<size_t>(parts->size());
+      auto failure = std::make_shared<caf::error>();
+      auto finish = [=]() mutable {
+        auto& st = self->state;
+        if (*failure)
+          return st.io.fail(rp, requester, "connector_step_done", *failure);
+        connector_step_done done;
+        done.header = step.header;
+        done.loads.resize(step.loads.size());
+        done.saves.resize(step.saves.size());
+        try {
+          for (auto& [peer, p] : *parts) {
+            auto answered = st.policy->step_answered(p.sub, p.answer);
+            for (size_t k = 0; k < p.load_index.size(); ++k)
+              done.loads[p.load_index[k]] = std::move(answered.loads[k]);
+            for (size_t k = 0; k < p.save_index.size(); ++k)
+              done.saves[p.save_index[k]] = std::move(answered.saves[k]);
+            if (peer.empty()) {
+              done.stats = answered.stats;
+              done.num_evicted = answered.num_evicted;
+              done.granularity = answered.granularity;
+            }
+          }
+        } catch (const std::exception& e) {
+          return st.io.fail(rp, requester, "connector_step_done", caf::make_error(caf::sec::invalid_argument, e.what()));
+        }
+        st.io.deliver(rp, requester, std::move(done));
+      };
+      for (auto& [peer, p] : *parts) {
+        auto to_store = st.policy->step(p.sub);
+        store_step s = to_store ? std::move(*to_store) : store_step{};
+        auto& stamp = st.stamps.try_emplace(p.store.id(), sequence_stamp(1)).first->second;
+        s.header = command_header{stamp.epoch(), stamp.next()};
+        const std::string key = peer;
+        st.io.request(
+            self, p.store, std::move(s),
+            [=](store_step_done& answer, uint64_t) mutable {
+              (*parts)[key].answer = std::move(answer);
+              if (--*left == 0)
+                finish();
+            },
+            [=](caf::error& err) mutable {
+              if (!*failure)
+                *failure = err;
+              if (--*left == 0)
+                finish();
+            });
+      }
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+connector_actor spawn_pd_connector(caf::actor_system& sys, offload_options policy, store_actor local,
+                                   std::function<store_actor(const std::string&)> peer_store, trace_tap tap) {
+  return sys.spawn(pd_connector, std::move(policy), std::move(local), std::move(peer_store), std::move(tap));
 }
 
 } // namespace ordo

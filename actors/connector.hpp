@@ -9,6 +9,7 @@
 // Where the policy needs no store (none; a lookup probing no keys) the reply is immediate.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,5 +25,17 @@ namespace ordo {
 connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind,
                                 std::optional<offload_options> policy, store_actor store, uint64_t epoch,
                                 trace_tap tap = {});
+
+} // namespace ordo
+
+namespace ordo {
+
+// The P/D connector (kv_transfer.connector = "pd", docs/pd.md): the offload policy over this
+// node's own store (which peers also reach: the node publishes it), and, for a request whose
+// lookup names a peer (its kv_transfer_params named a prefill node), that prefill node's store
+// through a store client: the lookup and the loads of that request go there, everything else here.
+// `peer_store(endpoint)` returns the store client of a peer, connecting it on first use.
+connector_actor spawn_pd_connector(caf::actor_system& sys, offload_options policy, store_actor local,
+                                   std::function<store_actor(const std::string&)> peer_store, trace_tap tap = {});
 
 } // namespace ordo

@@ -160,9 +160,14 @@ frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor schedu
         p.responder->end_stream();
       } else {
         const auto text = sanitize_utf8(byte_tokenizer::decode(result.token_ids));
-        p.responder->send(200, json_type,
-                          p.chat ? render_chat_completion(result, text, name, p.created)
-                                 : render_completion(result, text, name, p.created));
+        std::string body = p.chat ? render_chat_completion(result, text, name, p.created)
+                                  : render_completion(result, text, name, p.created);
+        if (p.remote_decode && self->state.options.kv_transfer_params) {
+          auto j = nlohmann::json::parse(body);
+          j["kv_transfer_params"] = self->state.options.kv_transfer_params(result.request_id);
+          body = j.dump();
+        }
+        p.responder->send(200, json_type, body);
       }
     },
     [=](const completion_failed& failed) {
@@ -264,7 +269,8 @@ http_server::handler make_http_handler(frontend_actor fe, std::shared_ptr<http_b
         auto& call = std::get<api_request>(parsed);
         const uint64_t id = bridge->next_id();
         call.request.request_id = id;
-        bridge->put(id, {res, call.request.stream, unix_seconds(), call.chat, call.include_usage});
+        bridge->put(id, {res, call.request.stream, unix_seconds(), call.chat, call.include_usage,
+                         call.request.remote_decode});
         caf::anon_send(fe, std::move(call.request));
         // After the request: the cancel can only reach the scheduler behind it.
         res->on_hangup([fe, bridge, id] {

@@ -43,6 +43,7 @@ public:
     int64_t created = 0;
     bool chat = false;          // /v1/chat/completions: chat shapes
     bool include_usage = false; // stream_options.include_usage: a usage chunk before [DONE]
+    bool remote_decode = false; // kv_transfer_params.do_remote_decode: answer with transfer params
   };
 
   uint64_t next_id() { return ++last_id_; }
@@ -77,6 +78,9 @@ struct frontend_options {
   // The tier /admin/evict names for the host tier: "cpu" (offload), "store" (a store server), or
   // "" (none); the other name is refused.
   std::string host_tier;
+  // P/D (connector "pd"): the kv_transfer_params a prefill answer carries (request id → object);
+  // empty: answers carry none.
+  std::function<nlohmann::json(uint64_t request_id)> kv_transfer_params;
   // Counts requests answered with an error (by HTTP status), called on any thread.
   std::function<void(int status)> on_error;
 };

@@ -4,7 +4,10 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -35,7 +38,7 @@ namespace {
 // With a store server the middleman is loaded (configure_store_wire adds the message types).
 caf::actor_system_config make_actor_config(const node_config& node) {
   caf::actor_system_config cfg;
-  if (node.connector == connector_kind::store)
+  if (node.connector == connector_kind::store || is_pd(node.connector))
     configure_store_wire(cfg);
   else
     cfg.add_message_types<caf::id_block::ordo>();
@@ -103,6 +106,11 @@ struct node::impl {
   std::shared_ptr<host_window> window; // connector "store": where store arenas are mapped
   std::shared_ptr<store_link_status> store_link;
   std::string engine_id;
+  // P/D: this node's host tier is a store server over a sealed memfd, published to peers.
+  std::unique_ptr<store_arena> pd_arena;
+  std::unique_ptr<arena_fd_server> pd_arena_socket;
+  std::shared_ptr<store_server_shared> pd_shared;
+  int actor_port = 0;
   caf::actor store;
   scheduler_actor scheduler;
   int port = 0;
@@ -113,8 +121,12 @@ struct node::impl {
   void free_host_arena() {
     if (host_arena && dev && !window)
       dev->free_host_pinned(host_arena);
+    if (pd_arena && dev && window)
+      dev->unregister_host(window->base());
+    pd_arena_socket.reset();
     host_arena = nullptr;
     window.reset(); // after every actor stopped: the client unregistered what it mapped
+    pd_arena.reset();
   }
 };
 
@@ -123,6 +135,7 @@ node::node(node_config config) : impl_(std::make_unique<impl>(std::move(config))
 node::~node() { drain_and_stop(std::chrono::milliseconds(0)); }
 
 int node::port() const { return impl_->port; }
+int node::actor_port() const { return impl_->actor_port; }
 const node_config& node::config() const { return impl_->cfg; }
 
 int node::start() {
@@ -137,6 +150,11 @@ int node::start() {
   auto mismatch = check_regions(region_layout(mdl->dims(), d.cfg.kv, d.cfg.block_size), mdl->kv_fields());
   if (!mismatch.empty())
     throw std::runtime_error("KV arena does not match its region layout: " + mismatch);
+  std::vector<std::string> state_groups;
+  for (const auto& seg : mdl->state_slots().segments)
+    state_groups.push_back(seg.name);
+  if (auto why = connector_refusal(d.cfg, state_groups); !why.empty())
+    throw std::runtime_error(why);
   const page_units units(mdl->kv_fields(), mdl->state_slots());
   node_model_facts facts;
   facts.geometry = mdl->geometry();
@@ -201,6 +219,36 @@ int node::start() {
                  "tokens, kv_role {}",
                  d.cfg.store_address, d.cfg.store_transport, d.cfg.store_deadline_ms, d.cfg.chunk_size,
                  to_string(d.cfg.kv_role));
+  } else if (is_pd(d.cfg.connector)) {
+    // P/D: the host tier is a store server over a sealed memfd, mapped first into the window (so
+    // its grants are window offsets), registered with the device, published to peers; peers'
+    // arenas are mapped after it as their sessions open.
+    const uint64_t bytes = static_cast<uint64_t>(d.cfg.store_capacity_mb) << 20;
+    d.window = std::make_shared<host_window>(opts.host_arena_bytes);
+    d.pd_arena = std::make_unique<store_arena>(bytes);
+    if (d.window->attach(d.pd_arena->fd(), bytes) != 0)
+      throw std::runtime_error("P/D: this node's arena did not map at the start of its window");
+    d.host_arena = d.window->base();
+    dev->register_host(d.host_arena, bytes);
+    store_server_options so;
+    so.arena = d.host_arena;
+    so.arena_bytes = bytes;
+    so.boot_id = boot_id();
+    so.local_namespace = opts.namespace_id;
+    so.tap = tap;
+    d.pd_shared = so.shared;
+    auto server = spawn_store_server(sys, so);
+    store = caf::actor_cast<store_actor>(server);
+    auto bound = sys.middleman().publish(server, static_cast<uint16_t>(d.cfg.actor_port), d.cfg.host.c_str(), true);
+    if (!bound) {
+      caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
+      throw std::runtime_error("cannot listen on tcp://" + d.cfg.host + ":" + std::to_string(d.cfg.actor_port) +
+                               " (server.actor_port = " + std::to_string(d.cfg.actor_port) +
+                               "): " + sys.render(bound.error()));
+    }
+    d.actor_port = *bound;
+    spdlog::info("ordo node: P/D: host tier of {} MiB served to peers at tcp://{}:{}, kv_role {}",
+                 d.cfg.store_capacity_mb, d.cfg.host, d.actor_port, to_string(d.cfg.kv_role));
   } else {
     if (opts.host_arena_bytes > 0)
       d.host_arena = static_cast<uint8_t*>(dev->alloc_host_pinned(opts.host_arena_bytes));
@@ -211,7 +259,30 @@ int node::start() {
   if (opts.offload && !d.window)
     spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
                  dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, to_string(d.cfg.kv_role));
-  auto connector = spawn_connector(sys, to_string(d.cfg.connector), opts.offload, store, 1, tap);
+  auto pd_engine = std::make_shared<std::string>(); // this node's engine id, once known
+  connector_actor connector;
+  if (is_pd(d.cfg.connector)) {
+    // A peer's store client connects on first use, as this node ("<engine id>-pd").
+    auto peer_store = [&sys, window = d.window, dev, ns = opts.namespace_id, deadline = d.cfg.store_deadline_ms,
+                       tap, pd_engine](const std::string& endpoint) {
+      store_client_options pc;
+      const auto address = parse_host_port(endpoint);
+      pc.host = address ? address->host : endpoint;
+      pc.port = address ? address->port : 0;
+      pc.namespace_id = ns;
+      pc.deadline_ms = static_cast<uint32_t>(deadline);
+      pc.window = window;
+      pc.dev = dev;
+      pc.tap = tap;
+      auto client = spawn_store_client(sys, std::move(pc));
+      caf::anon_send(client, store_connect_atom_v, *pd_engine + "-pd");
+      spdlog::info("ordo node: P/D: connecting to the prefill node at tcp://{}", endpoint);
+      return caf::actor_cast<store_actor>(client);
+    };
+    connector = spawn_pd_connector(sys, *opts.offload, store, peer_store, tap);
+  } else {
+    connector = spawn_connector(sys, to_string(d.cfg.connector), opts.offload, store, 1, tap);
+  }
   tap.names->add(connector.id(), "connector");
   auto pool = spawn_block_pool(sys, d.cfg.num_blocks, d.cfg.block_size, tap);
   tap.names->add(pool.id(), "block_pool");
@@ -250,6 +321,17 @@ int node::start() {
                       : d.cfg.connector == connector_kind::offload ? "cpu"
                                                                    : "";
   auto engine_id = std::make_shared<std::string>();
+  if (is_pd(d.cfg.connector)) {
+    // What a prefill answer tells whoever fronts the pair (vLLM's shape): where to pull from.
+    fe_opts.kv_transfer_params = [engine_id, host = d.cfg.host, port = &d.actor_port](uint64_t request_id) {
+      return nlohmann::json{{"do_remote_decode", false},
+                            {"do_remote_prefill", true},
+                            {"remote_engine_id", *engine_id},
+                            {"remote_host", host},
+                            {"remote_port", *port},
+                            {"transfer_id", std::to_string(request_id)}};
+    };
+  }
   fe_opts.health_fields = [engine_id, link]() {
     nlohmann::json j = {{"engine_id", *engine_id}};
     if (link)
@@ -280,7 +362,14 @@ int node::start() {
                       ? make_engine_id("node", static_cast<uint16_t>(d.port), instance_nonce(), boot_id())
                       : d.cfg.engine_id;
     *engine_id = d.engine_id;
+    *pd_engine = d.engine_id;
     spdlog::info("ordo node: engine id {}", d.engine_id);
+    if (d.pd_shared) {
+      d.pd_shared->set_engine_id(d.engine_id);
+      d.pd_arena_socket = std::make_unique<arena_fd_server>(
+          "ordo-node-" + d.engine_id + "-" + std::to_string(::getpid()), d.pd_arena->fd(), d.pd_arena->size());
+      d.pd_shared->set_arena_socket(d.pd_arena_socket->name());
+    }
     if (d.store_link)
       connect_store(caf::actor_cast<store_client_actor>(d.store), *d.store_link, d.engine_id, d.cfg);
   } catch (...) {

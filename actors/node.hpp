@@ -30,6 +30,8 @@ public:
   void drain_and_stop(std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
   int port() const;
+  // The actor port peers reach this node's host tier on (connector "pd"), else 0.
+  int actor_port() const;
   const node_config& config() const;
   // The trace being recorded (trace.path), or "" when none.
   std::string trace_path() const;

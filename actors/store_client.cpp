@@ -119,6 +119,15 @@ struct client_state {
   std::chrono::milliseconds backoff{200};
   std::string down_why = "not connected yet";
   std::string granularity; // the last store's: answers without a store keep the scheduler's mode
+  // Lookups that came while the first connection was being made: answered when it is (P/D: the
+  // first request to a new prefill node must not miss because its session is still opening).
+  struct waiting_lookup {
+    store_contains query;
+    caf::typed_response_promise<store_contains_done> rp;
+    caf::strong_actor_ptr requester;
+  };
+  std::vector<waiting_lookup> waiting;
+  bool first_attempt_over = false;
   std::unordered_map<object_key, held_key, object_key_hash> held;
   std::unique_ptr<range_allocator> staging; // store.transport = "tcp"
   store_step pending_release; // tcp: grants the node could not stage, released with the next step
@@ -141,6 +150,7 @@ struct client_state {
 using self_ptr = store_client_actor::stateful_pointer<client_state>;
 
 void attempt(self_ptr self);
+void flush_waiting(self_ptr self);
 
 void status_down(client_state& st, const std::string& why, bool refused) {
   st.down_why = why;
@@ -205,6 +215,10 @@ void end_session(self_ptr self, uint64_t gen, const std::string& why, bool refus
 
 void attempt_failed(self_ptr self, std::optional<uint64_t> gen, const std::string& why, bool refused) {
   auto& st = self->state;
+  struct flush_at_exit {
+    self_ptr self;
+    ~flush_at_exit() { flush_waiting(self); }
+  } flush{self};
   if (refused)
     spdlog::error("store client: {}", why);
   else
@@ -268,6 +282,7 @@ void on_welcome(self_ptr self, uint64_t gen, const store_welcome& w) {
   st.backoff = std::chrono::milliseconds(200);
   spdlog::info("store client: connected to store {} at {} as {} (arena {} MiB, granularity {}, session {})", w.store_id,
                st.where, st.engine_id, s.arena_bytes >> 20, w.granularity, gen);
+  flush_waiting(self);
   st.opt.status->update([&](store_link_view& v) {
     v.connected = true;
     v.attempted = true;
@@ -560,6 +575,39 @@ void forward_step(self_ptr self, uint64_t gen, const store_step& step, store_ste
           });
 }
 
+// A lookup through the live session, or nothing found without one.
+void answer_lookup(self_ptr self, const store_contains& q, caf::typed_response_promise<store_contains_done> rp,
+                   caf::strong_actor_ptr requester) {
+  auto& st = self->state;
+  if (!st.live) {
+    st.opt.status->update([](store_link_view& v) { ++v.unreachable_answers_total; });
+    return st.io.deliver(rp, requester, absent(st, q));
+  }
+  const uint64_t gen = *st.live;
+  self->request(st.sessions.at(gen).link, st.outer_deadline(), q)
+      .then(
+          [self, rp, requester](store_contains_done& found) mutable {
+            self->state.io.deliver(rp, requester, std::move(found));
+          },
+          [self, rp, requester, gen, q](caf::error& e) mutable {
+            auto& st = self->state;
+            st.opt.status->update([](store_link_view& v) { ++v.failed_requests_total; });
+            if (st.live == gen) {
+              end_session(self, gen, "a lookup failed: " + self->system().render(e));
+              schedule_retry(self);
+            }
+            st.io.deliver(rp, requester, absent(st, q));
+          });
+}
+
+void flush_waiting(self_ptr self) {
+  self->state.first_attempt_over = true;
+  auto waiting = std::move(self->state.waiting);
+  self->state.waiting.clear();
+  for (auto& w : waiting)
+    answer_lookup(self, w.query, w.rp, w.requester);
+}
+
 store_client_actor::behavior_type store_client(self_ptr self, store_client_options opt) {
   auto& st = self->state;
   st.opt = std::move(opt);
@@ -596,27 +644,12 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
       [self](const store_contains& q) -> caf::result<store_contains_done> {
         auto& st = self->state;
         st.io.received(self->current_sender(), q);
-        if (!st.live) {
-          st.opt.status->update([](store_link_view& v) { ++v.unreachable_answers_total; });
-          return st.io.reply(self, absent(st, q));
-        }
-        const uint64_t gen = *st.live;
         auto requester = self->current_sender(); // before the promise takes the request over
         auto rp = self->make_response_promise<store_contains_done>();
-        self->request(st.sessions.at(gen).link, st.outer_deadline(), q)
-            .then(
-                [self, rp, requester](store_contains_done& found) mutable {
-                  self->state.io.deliver(rp, requester, std::move(found));
-                },
-                [self, rp, requester, gen, q](caf::error& e) mutable {
-                  auto& st = self->state;
-                  st.opt.status->update([](store_link_view& v) { ++v.failed_requests_total; });
-                  if (st.live == gen) {
-                    end_session(self, gen, "a lookup failed: " + self->system().render(e));
-                    schedule_retry(self);
-                  }
-                  st.io.deliver(rp, requester, absent(st, q));
-                });
+        if (!st.live && !st.first_attempt_over)
+          st.waiting.push_back({q, rp, requester});
+        else
+          answer_lookup(self, q, rp, requester);
         return rp;
       },
       [self](const store_step& step) -> caf::result<store_step_done> {

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -112,6 +113,7 @@ struct store_server_state {
   std::string boot_id;
   std::shared_ptr<store_server_shared> shared;
   std::map<caf::actor_addr, session> sessions;
+  std::optional<uint64_t> local_namespace; // actors of this process need no hello (P/D)
   door io;
   static inline const char* name = "store_server";
 
@@ -126,6 +128,23 @@ struct store_server_state {
 };
 
 using self_ptr = store_server_actor::stateful_pointer<store_server_state>;
+
+// The sender's session; an actor of this process (the node that owns the store, P/D) has one
+// without a hello when the server was given local_namespace.
+std::map<caf::actor_addr, session>::iterator session_of(self_ptr self) {
+  auto& st = self->state;
+  const caf::strong_actor_ptr& sender = self->current_sender();
+  const auto addr = caf::actor_cast<caf::actor_addr>(sender);
+  auto it = st.sessions.find(addr);
+  if (it != st.sessions.end() || !st.local_namespace || !sender || sender->node() != self->node())
+    return it;
+  session s;
+  s.engine_id = "local:" + std::to_string(sender->id());
+  s.namespace_id = *st.local_namespace;
+  self->monitor(sender);
+  st.publish();
+  return st.sessions.emplace(addr, std::move(s)).first;
+}
 
 // The session's record of what it holds, after `step` was applied and answered by `done`.
 void track(session& s, const store_step& step, const store_step_done& done) {
@@ -227,6 +246,7 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
   st.arena_bytes = opt.arena_bytes;
   st.granularity = opt.granularity;
   st.boot_id = opt.boot_id;
+  st.local_namespace = opt.local_namespace;
   st.shared = opt.shared;
   st.shared->update([&](store_server_view& v) { v.granularity = opt.granularity; });
   st.io = door("store_server", std::move(opt.tap));
@@ -263,13 +283,14 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
     [self](const store_contains& q) -> caf::result<store_contains_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), q);
-      if (st.sessions.count(caf::actor_cast<caf::actor_addr>(self->current_sender())) == 0) {
+      auto own_session = session_of(self);
+      if (own_session == st.sessions.end()) {
         st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
         return st.io.refuse(self, "store_contains_done",
                             "store_contains from an actor with no session: send store_hello first");
       }
       // A session sees only its namespace: other namespaces' keys are answered absent.
-      const uint64_t ns = st.sessions[caf::actor_cast<caf::actor_addr>(self->current_sender())].namespace_id;
+      const uint64_t ns = own_session->second.namespace_id;
       store_contains own;
       for (const auto& k : q.keys)
         if (k.namespace_id == ns)
@@ -288,7 +309,7 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
     [self](const store_step& step) -> caf::result<store_step_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), step);
-      auto it = st.sessions.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+      auto it = session_of(self);
       if (it == st.sessions.end()) {
         st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
         return st.io.refuse(self, "store_step_done", "store_step from an actor with no session: send store_hello first");

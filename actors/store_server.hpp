@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <caf/fwd.hpp>
@@ -92,6 +93,9 @@ struct store_server_options {
   uint64_t arena_bytes = 0;
   std::string granularity = "block";
   std::string boot_id; // the store's host (runtime/engine_identity.hpp), sent in the welcome
+  // Set by a node serving its own host tier to peers (P/D): its own actors get a session of this
+  // namespace without a hello.
+  std::optional<uint64_t> local_namespace;
   std::shared_ptr<store_server_shared> shared = std::make_shared<store_server_shared>();
   trace_tap tap;
 };

@@ -21,9 +21,10 @@ struct connector_lookup {
   uint64_t request_id = 0;
   std::vector<uint64_t> hashes;
   int32_t num_prompt_tokens = 0;
+  std::string peer; // P/D: "HOST:PORT" of the prefill node to look up in ("" = this node's tiers)
 };
 
-ORDO_FIELDS(connector_lookup, request_id, hashes, num_prompt_tokens)
+ORDO_FIELDS(connector_lookup, request_id, hashes, num_prompt_tokens, peer)
 
 // A KV chunk object the host tier holds for a prompt: blocks [first_block, first_block +
 // num_blocks), filed under `hash` (the prefix hash of its last block).
@@ -46,10 +47,11 @@ struct connector_lookup_done {
   std::vector<kv_object> cpu_chunks;          // the objects covering [0, cpu_tokens), in order
   std::vector<int32_t> cpu_state_positions;   // boundaries with a committed state image, ascending
   std::string granularity; // the store's (SPEC D2): "" or "block" = block, "chunk" = chunk
+  bool from_peer = false;  // P/D: the coverage lies in the host tier of the lookup's peer
 };
 
 ORDO_FIELDS(connector_lookup_done, request_id, cpu_tokens, store_tokens, connector, cpu_chunks,
-            cpu_state_positions, granularity)
+            cpu_state_positions, granularity, from_peer)
 
 // One load (host → page units) or save (page units → host) a request wants.
 struct transfer_order {

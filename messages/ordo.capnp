@@ -30,6 +30,8 @@ struct CompletionRequest {
   cacheSalt @6 :Text;
   media @7 :List(MediaSpan);
   stop @8 :List(StopSequence);
+  remoteDecode @9 :Bool;   # P/D: prefill for a decode node (kv_transfer_params.do_remote_decode)
+  kvPeer @10 :Text;        # P/D: HOST:PORT of the prefill node holding this prompt
 }
 
 struct StopSequence {
@@ -65,6 +67,7 @@ struct CompletionResult {
   firstTokenMs @13 :Float64;
   interTokenMs @14 :List(Float32);
   reasonKind @15 :ResumeReason;
+  fromPeer @16 :Int32;     # prompt tokens pulled from a prefill node
 }
 
 # Ordinals match enum class resume_reason (messages/request.hpp).
@@ -228,6 +231,7 @@ struct ConnectorLookup {
   requestId @0 :UInt64;
   hashes @1 :List(UInt64);
   numPromptTokens @2 :Int32;
+  peer @3 :Text;           # P/D: the prefill node to look up in ("" = this node's tiers)
 }
 
 struct ConnectorLookupDone {
@@ -238,6 +242,7 @@ struct ConnectorLookupDone {
   cpuChunks @4 :List(KvObject);
   cpuStatePositions @5 :List(Int32);
   granularity @6 :Text;  # the store's: "" or "block" = block, "chunk" = chunk (SPEC D2)
+  fromPeer @7 :Bool;       # P/D: the coverage lies in a prefill node's host tier
 }
 
 struct KvObject {

@@ -43,10 +43,14 @@ struct completion_request {
   std::string cache_salt;
   std::vector<media_span> media; // sorted by offset, not overlapping, inside the prompt
   std::vector<stop_sequence> stop;
+  // P/D (kv_transfer_params, docs/pd.md): `remote_decode`: this node prefills for a decode node;
+  // `kv_peer`: "HOST:PORT" of the prefill node whose host tier holds this prompt's KV and state.
+  bool remote_decode = false;
+  std::string kv_peer;
 };
 
 ORDO_FIELDS(completion_request, request_id, prompt, max_tokens, temperature, seed, stream,
-            cache_salt, media, stop)
+            cache_salt, media, stop, remote_decode, kv_peer)
 
 // scheduler → frontend: one sampled token of a streaming request, in order.
 struct completion_chunk {
@@ -103,11 +107,12 @@ struct completion_result {
   double first_token_ms = 0.0;        // arrival → first sampled token
   std::vector<float> inter_token_ms;  // gaps between consecutive sampled tokens
   resume_reason reason_kind = resume_reason::cold; // the class of `reason`
+  int32_t from_peer = 0; // prompt tokens pulled from a prefill node (P/D, kv_peer)
 };
 
 ORDO_FIELDS(completion_result, request_id, token_ids, finish_reason, prompt_tokens, cached_tokens,
             resume_at, from_hbm, from_cpu, from_store, reason, logits_digest, num_preemptions,
-            duration_ms, first_token_ms, inter_token_ms, reason_kind)
+            duration_ms, first_token_ms, inter_token_ms, reason_kind, from_peer)
 
 // scheduler → frontend: the request could not be served.
 struct completion_failed {

@@ -379,6 +379,29 @@ std::optional<api_error> parse_sampling(const json& body, const api_limits& limi
     req.cache_salt = v->get<std::string>();
   }
 
+  // P/D, vLLM-shaped (docs/pd.md): {"do_remote_decode": true} asks this node to prefill for a
+  // decode node; {"remote_host": H, "remote_port": P, ...} (what a prefill answered) names the
+  // prefill node whose host tier holds this prompt.
+  if (const json* v = field(body, "kv_transfer_params"); v && !v->is_null()) {
+    if (!v->is_object())
+      return bad("kv_transfer_params must be an object, got " + described(*v));
+    if (auto d = v->find("do_remote_decode"); d != v->end() && !d->is_null()) {
+      if (!d->is_boolean())
+        return bad("kv_transfer_params.do_remote_decode must be true or false, got " + described(*d));
+      req.remote_decode = d->get<bool>();
+    }
+    auto host = v->find("remote_host");
+    auto port = v->find("remote_port");
+    if (host != v->end() && !host->is_null()) {
+      if (!host->is_string() || host->get<std::string>().empty())
+        return bad("kv_transfer_params.remote_host must be a host name or address, got " + described(*host));
+      if (port == v->end() || !port->is_number_integer() || port->get<int64_t>() < 1 || port->get<int64_t>() > 65535)
+        return bad("kv_transfer_params.remote_port must be a port 1..65535 with remote_host, got " +
+                   (port == v->end() ? std::string("nothing") : described(*port)));
+      req.kv_peer = host->get<std::string>() + ":" + std::to_string(port->get<int64_t>());
+    }
+  }
+
   if (const json* v = field(body, "model"); v && !v->is_string())
     return bad("model must be a string, got " + described(*v));
 
@@ -547,7 +570,7 @@ json usage_json(const completion_result& r) {
 
 json ordo_json(const completion_result& r) {
   return json{{"resume_at", r.resume_at},
-              {"from", {{"hbm", r.from_hbm}, {"cpu", r.from_cpu}, {"store", r.from_store}}},
+              {"from", {{"hbm", r.from_hbm}, {"cpu", r.from_cpu}, {"store", r.from_store}, {"peer", r.from_peer}}},
               {"reason", r.reason},
               {"logits_digest", format_digest(r.logits_digest)},
               {"num_preemptions", r.num_preemptions},

@@ -48,7 +48,7 @@ const toml_config::schema& node_schema() {
       {"store", {"capacity_mb", "address", "transport", "expect_identity", "deadline_ms"}},
       {"node", {"engine_id"}},
       {"server",
-       {"host", "port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
+       {"host", "port", "actor_port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
         "max_body_bytes", "api_key", "admin_key"}},
       {"log", {"level"}},
       {"trace", {"path", "node"}},
@@ -84,7 +84,9 @@ const std::vector<std::pair<matmul_mode, std::string>> matmul_names = {{matmul_m
 const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
 const std::vector<std::pair<connector_kind, std::string>> connector_names = {{connector_kind::none, "none"},
                                                                             {connector_kind::offload, "offload"},
-                                                                            {connector_kind::store, "store"}};
+                                                                            {connector_kind::store, "store"},
+                                                                            {connector_kind::pd, "pd"},
+                                                                            {connector_kind::pd_kv, "pd_kv"}};
 const std::vector<std::pair<fault_edge, std::string>> fault_edge_names = {
     {fault_edge::none, ""},
     {fault_edge::clear_load, "clear_load"},
@@ -265,6 +267,7 @@ node_config from_table(const toml::table& root) {
 
   r.string("server", "host", cfg.host, rule_host);
   i32("server", "port", cfg.port, "between 0 and 65535");
+  i32("server", "actor_port", cfg.actor_port, "between 0 and 65535");
   i32("server", "header_timeout_s", cfg.header_timeout_s, rule_timeout);
   i32("server", "body_timeout_s", cfg.body_timeout_s, rule_timeout);
   i32("server", "idle_timeout_s", cfg.idle_timeout_s, rule_timeout);
@@ -326,8 +329,13 @@ void validate(const node_config& cfg) {
 
   if (cfg.store_capacity_mb < 0 || cfg.store_capacity_mb > (int64_t{1} << 30))
     bad("store.capacity_mb", cfg.store_capacity_mb, "a size in MiB between 0 and 2^30");
-  if (cfg.connector == connector_kind::offload && cfg.store_capacity_mb < 1)
-    bad("store.capacity_mb", cfg.store_capacity_mb, "at least 1 with kv_transfer.connector = \"offload\"");
+  if ((cfg.connector == connector_kind::offload || cfg.connector == connector_kind::pd ||
+       cfg.connector == connector_kind::pd_kv) &&
+      cfg.store_capacity_mb < 1)
+    bad("store.capacity_mb", cfg.store_capacity_mb,
+        std::string("at least 1 with kv_transfer.connector = \"") + to_string(cfg.connector) + "\"");
+  if (cfg.actor_port < 0 || cfg.actor_port > 65535)
+    bad("server.actor_port", cfg.actor_port, "between 0 and 65535");
 
   if (cfg.connector == connector_kind::store) {
     if (cfg.store_address.empty())
@@ -390,6 +398,7 @@ std::string describe(const node_config& cfg) {
     os << " node.engine_id=" << cfg.engine_id;
   os
      << " server.host=" << cfg.host << " server.port=" << cfg.port
+     << (cfg.actor_port != 0 ? " server.actor_port=" + std::to_string(cfg.actor_port) : std::string())
      << " server.header_timeout_s=" << cfg.header_timeout_s << " server.body_timeout_s=" << cfg.body_timeout_s
      << " server.idle_timeout_s=" << cfg.idle_timeout_s << " server.max_connections=" << cfg.max_connections
      << " server.max_body_bytes=" << cfg.max_body_bytes

@@ -16,8 +16,12 @@
 namespace ordo {
 
 enum class device_kind : uint8_t { cpu, hip };
-enum class connector_kind : uint8_t { none, offload, store };
+enum class connector_kind : uint8_t { none, offload, store, pd, pd_kv };
 enum class kv_role : uint8_t { kv_both, kv_producer, kv_consumer };
+
+// P/D connectors: the node serves its host tier to peers and pulls from the prefill node a
+// request names (docs/pd.md).
+inline bool is_pd(connector_kind k) { return k == connector_kind::pd || k == connector_kind::pd_kv; }
 
 // The names the config file uses.
 const char* to_string(device_kind k);
@@ -46,7 +50,9 @@ struct node_config {
   int32_t max_waiting = 256; // requests queued for admission (1..2^20); one more gets HTTP 429
   // [kv_transfer] (also settable as vLLM-shaped JSON: config = '{"kv_connector":..,"kv_role":..}')
   connector_kind connector = connector_kind::none; // offload: the in-process host-memory tier;
-                                                   // store: an `ordo store` server (store.address)
+                                                   // store: an `ordo store` server (store.address);
+                                                   // pd: P/D, this node's host tier served to peers;
+                                                   // pd_kv: P/D of KV pages only (refused with state)
   ordo::kv_role kv_role = ordo::kv_role::kv_both;  // kv_producer saves only, kv_consumer loads only
   // [store]
   int64_t store_capacity_mb = 256; // host-memory tier size (pinned on a GPU device)
@@ -62,6 +68,7 @@ struct node_config {
   // [server]
   std::string host = "127.0.0.1"; // an IP address or a host name the HTTP server resolves
   int32_t port = 8000;
+  int32_t actor_port = 0;         // with connector "pd": where peers reach this node's store (0 = any)
   int32_t header_timeout_s = 10;  // seconds for a request's line and headers to arrive (1..3600)
   int32_t body_timeout_s = 30;    // seconds for its body, once the headers are in (1..3600)
   int32_t idle_timeout_s = 60;    // seconds a keep-alive connection may sit idle (1..3600)

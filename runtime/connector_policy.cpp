@@ -12,7 +12,7 @@ public:
 
   std::optional<store_contains> lookup(const connector_lookup&) const override { return std::nullopt; }
   connector_lookup_done lookup_answered(const connector_lookup& lookup, const store_contains_done&) const override {
-    return connector_lookup_done{lookup.request_id, 0, 0, name_, {}, {}, {}};
+    return connector_lookup_done{lookup.request_id, 0, 0, name_, {}, {}, {}, false};
   }
   std::optional<store_step> step(const connector_step&) const override { return std::nullopt; }
   connector_step_done step_answered(const connector_step& step, const store_step_done&) const override {

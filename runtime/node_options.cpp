@@ -14,6 +14,18 @@ size_t body_limit(const node_config& cfg, int32_t max_context) {
 
 } // namespace
 
+std::string connector_refusal(const node_config& cfg, const std::vector<std::string>& state_groups) {
+  if (cfg.connector != connector_kind::pd_kv || state_groups.empty())
+    return {};
+  std::string groups;
+  for (const auto& g : state_groups)
+    if (groups.find(g) == std::string::npos)
+      groups += (groups.empty() ? "" : ", ") + g;
+  return "kv_transfer.connector = \"pd_kv\" moves KV pages only, and model.preset = " +
+         std::string(to_string(cfg.preset)) + " keeps recurrent state a decode node would lose (" + groups +
+         "); use \"pd\", which moves the state images with the KV";
+}
+
 node_options derive_node_options(const node_config& cfg, const node_model_facts& facts) {
   node_options o;
   const auto& geo = facts.geometry;
@@ -26,12 +38,14 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
   o.namespace_id = namespace_digest(ns, facts.dims, facts.state_layout_id);
 
   const bool store = cfg.connector == connector_kind::store;
-  const bool offload = cfg.connector == connector_kind::offload || store;
+  const bool pd = is_pd(cfg.connector);
+  const bool offload = cfg.connector == connector_kind::offload || store || pd;
   const bool role_loads = cfg.kv_role != kv_role::kv_producer;
   const bool role_saves = cfg.kv_role != kv_role::kv_consumer;
   // A store server's arenas are mapped into a window the node reserves (runtime/shared_arena.hpp).
   // With store.transport = "tcp" the bytes are staged in the node's own arena of store.capacity_mb.
-  const bool shared_arena = store && cfg.store_transport == "shm";
+  // P/D: this node's own arena and its peers' arenas share one window too.
+  const bool shared_arena = (store && cfg.store_transport == "shm") || pd;
   o.host_arena_bytes = shared_arena ? static_cast<size_t>(store_window_bytes)
                        : offload ? static_cast<size_t>(cfg.store_capacity_mb) << 20
                                  : 0;

@@ -58,6 +58,11 @@ struct node_options {
   std::vector<std::string> warnings; // settings adjusted, for the node to log
 };
 
+// Why this node must not start with its connector ("" = it may): a P/D connector that moves KV
+// only (pd_kv) for a model with recurrent state, naming the state groups (state segment names:
+// gdn_conv, gdn_ssm, ple_window, ple_conv) that would be lost. SPEC E2.
+std::string connector_refusal(const node_config& cfg, const std::vector<std::string>& state_groups);
+
 // Pure; `cfg` is validated already.
 node_options derive_node_options(const node_config& cfg, const node_model_facts& facts);
 

@@ -72,6 +72,8 @@ struct scheduling::impl {
     int32_t cpu_boundary = 0;  // where the host tier alone could resume it (SPEC C2), 0 = nowhere
     int32_t from_cpu = 0;
     int32_t from_store = 0;    // the same, when the host tier is a store server
+    bool peer_lookup = false;  // P/D: the host-tier coverage lies in the prefill node named by kv_peer
+    int32_t from_peer = 0;     // the same, pulled from that prefill node
     bool parked = false;       // its loads are in the step in flight
     int32_t save_watermark = 0; // KV tokens [0, w) known stored (chunk grid, or the prompt's tail end)
     int32_t save_failures = 0;  // refused reserves of the boundary at the watermark (C5: at most 3)
@@ -137,6 +139,7 @@ struct scheduling::impl {
 
   // The host tier's name in reasons: "store" when it is a store server.
   std::string tier_name() const { return opt.host_tier_is_store ? "store" : "host tier"; }
+  std::string tier_name(const request& r) const { return r.peer_lookup ? "prefill node " + r.spec.kv_peer : tier_name(); }
 
   void fail(uint64_t id, std::string message) {
     outbox.failures.push_back({id, std::move(message), "invalid_request_error"});
@@ -196,6 +199,7 @@ struct scheduling::impl {
     res.from_hbm = r.from_hbm;
     res.from_cpu = r.from_cpu;
     res.from_store = r.from_store;
+    res.from_peer = r.from_peer;
     res.reason = r.reason;
     res.reason_kind = r.reason_kind;
     res.logits_digest = r.digest;
@@ -466,7 +470,7 @@ void scheduling::add(const completion_request& spec, double now_ms) {
   r.root = prefix_root(d.opt.namespace_id, spec.cache_salt);
   r.arrival_ms = now_ms;
   d.requests.emplace(spec.request_id, std::move(r));
-  d.outbox.lookups.push_back({spec.request_id, {}, static_cast<int32_t>(spec.prompt.size())});
+  d.outbox.lookups.push_back({spec.request_id, {}, static_cast<int32_t>(spec.prompt.size()), spec.kv_peer});
   auto& stored = d.requests.at(spec.request_id);
   d.ensure_hashes(stored, stored.tokens.size());
   d.outbox.lookups.back().hashes = stored.hashes;
@@ -483,10 +487,13 @@ void scheduling::on_lookup_done(const connector_lookup_done& done) {
   r.store_tokens = done.store_tokens;
   r.cpu_chunks = done.cpu_chunks;
   r.cpu_state_positions = done.cpu_state_positions;
+  r.peer_lookup = done.from_peer;
   if (d.opt.offload && d.opt.offload_loads)
     r.cpu_boundary = d.host_boundary(r, done.cpu_tokens);
-  // Whole chunks already stored need no save.
+  // Whole chunks already stored (here, not at a peer) need no save.
   for (const auto& c : done.cpu_chunks) {
+    if (r.peer_lookup)
+      break;
     if (c.first_block * d.opt.block_size != r.save_watermark || c.num_blocks * d.opt.block_size != d.opt.chunk_size)
       break;
     r.save_watermark += d.opt.chunk_size;
@@ -824,15 +831,16 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
       d.step_parked.push_back(r.spec.request_id);
       if (r.num_preemptions == 0) {
         const int32_t loaded = loaded_end - H;
-        (d.opt.host_tier_is_store ? r.from_store : r.from_cpu) = loaded;
-        (d.opt.host_tier_is_store ? d.stats.prompt_tokens_from_store : d.stats.prompt_tokens_from_cpu) += loaded;
+        (r.peer_lookup ? r.from_peer : d.opt.host_tier_is_store ? r.from_store : r.from_cpu) = loaded;
+        (d.opt.host_tier_is_store && !r.peer_lookup ? d.stats.prompt_tokens_from_store
+                                                    : d.stats.prompt_tokens_from_cpu) += loaded;
         r.resume_at = B;
         r.reason_kind = resume_reason::host_tier;
         r.reason = d.opt.has_recurrent_state
-                       ? d.tier_name() + " holds KV up to token " + std::to_string(r.cpu_tokens) +
+                       ? d.tier_name(r) + " holds KV up to token " + std::to_string(r.cpu_tokens) +
                              " and a state image at " + std::to_string(B) + " (the largest at or below floor_" +
                              std::to_string(bs) + "(P - 1))"
-                       : d.tier_name() + " holds KV up to token " + std::to_string(r.cpu_tokens) + "; resumed at floor_" +
+                       : d.tier_name(r) + " holds KV up to token " + std::to_string(r.cpu_tokens) + "; resumed at floor_" +
                              std::to_string(bs) + "(min(that, P - 1))";
       }
     } else {
@@ -856,7 +864,7 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
       r.save_watermark = std::min(r.save_watermark, lowest / d.opt.chunk_size * d.opt.chunk_size);
       if (r.num_preemptions == 0) {
         r.reason_kind = resume_reason::host_load_failed;
-        r.reason = d.tier_name() + " load failed (" + refused->status + "): recomputed from token " + std::to_string(H);
+        r.reason = d.tier_name(r) + " load failed (" + refused->status + "): recomputed from token " + std::to_string(H);
       }
     }
     i = j;

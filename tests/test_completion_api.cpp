@@ -201,7 +201,7 @@ TEST_CASE("a finished request renders in OpenAI shape with the ordo object") {
   CHECK(j["usage"]["total_tokens"] == 13);
   CHECK(j["usage"]["prompt_tokens_details"]["cached_tokens"] == 8);
   CHECK(j["ordo"]["resume_at"] == 8);
-  CHECK(j["ordo"]["from"] == json{{"hbm", 4}, {"cpu", 2}, {"store", 2}});
+  CHECK(j["ordo"]["from"] == json{{"hbm", 4}, {"cpu", 2}, {"store", 2}, {"peer", 0}});
   CHECK(j["ordo"]["reason"] == "prefix_end");
   CHECK(j["ordo"]["logits_digest"] == "fedcba9876543210");
   CHECK(format_digest(1) == "0000000000000001");

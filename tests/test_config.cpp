@@ -255,7 +255,7 @@ TEST_CASE("connector offload with a store capacity and every kv_role", "[config]
   CHECK(cfg.store_capacity_mb == 8);
   CHECK(parse_config("", {"kv_transfer.kv_role=kv_producer"}).kv_role == kv_role::kv_producer);
   CHECK_THAT(error_of("[kv_transfer]\nconnector = \"lmcache\""),
-             Equals("kv_transfer.connector = \"lmcache\": must be one of none, offload, store"));
+             Equals("kv_transfer.connector = \"lmcache\": must be one of none, offload, store, pd, pd_kv"));
   CHECK_THAT(error_of("[kv_transfer]\nkv_role = \"kv_both_ways\""),
              Equals("kv_transfer.kv_role = \"kv_both_ways\": must be one of kv_both, kv_producer, kv_consumer"));
   CHECK_THAT(error_of("[kv_transfer]\nconnector = \"offload\"\n[store]\ncapacity_mb = 0"),

@@ -112,3 +112,19 @@ TEST_CASE("node_options: a non-exact matmul names its device in the namespace", 
   CHECK(tf32.namespace_in.matmul_numerics == "tf32@test device");
   CHECK(tf32.namespace_id != exact.namespace_id);
 }
+
+TEST_CASE("pd_kv is refused for a model with recurrent state, naming its state groups", "[node_options]") {
+  node_config cfg;
+  cfg.connector = connector_kind::pd_kv;
+  cfg.preset = model_preset::qsa_gdn_ple;
+  const std::string why =
+      connector_refusal(cfg, {"gdn_conv", "gdn_ssm", "gdn_conv", "gdn_ssm", "ple_window", "ple_conv"});
+  CHECK(why == "kv_transfer.connector = \"pd_kv\" moves KV pages only, and model.preset = qsa_gdn_ple keeps "
+               "recurrent state a decode node would lose (gdn_conv, gdn_ssm, ple_window, ple_conv); use \"pd\", "
+               "which moves the state images with the KV");
+  CHECK(connector_refusal(cfg, {}).empty()); // a dense model has no state to lose
+  for (auto kind : {connector_kind::pd, connector_kind::offload, connector_kind::store, connector_kind::none}) {
+    cfg.connector = kind;
+    CHECK(connector_refusal(cfg, {"gdn_conv"}).empty());
+  }
+}

@@ -43,7 +43,10 @@ int run_node(const std::string& config_path, const std::vector<std::string>& set
     std::cerr << "ordo node: cannot start: " << e.what() << "\n";
     return 1;
   }
-  std::cout << "listening on http://" << cfg.host << ":" << port << std::endl;
+  std::cout << "listening on http://" << cfg.host << ":" << port;
+  if (n.actor_port() > 0) // P/D: where peers reach this node's host tier
+    std::cout << " tcp://" << cfg.host << ":" << n.actor_port();
+  std::cout << std::endl;
   int sig = ordo::wait_for_stop_signal(signals, "ordo node",
                                        "no reload: the config is read at start; SIGINT or SIGTERM stops the node");
   spdlog::info("ordo node: {}: draining in-flight requests", ordo::signal_name(sig));
