@@ -4,13 +4,15 @@
 // Without a recorder a door costs one branch per message.
 // NOTE(peers): records name actors, not ids: the node names every actor it spawns
 // (actor_names::add); a sender it did not spawn (an HTTP thread's anon_send, a test's scoped
-// actor) is "anonymous".
+// actor) is "anonymous"; an actor of another process (a P/D peer's session) is
+// "remote-<id>@<its node>", so each remote sender is its own channel in `trace check`.
 // NOTE(time): received() returns the time it stamped on the record; a shell hands that same
 // value to its core, so a replay from the file decides with the times the run had.
 #pragma once
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,6 +20,7 @@
 
 #include <caf/actor_addr.hpp>
 #include <caf/actor_control_block.hpp>
+#include <caf/actor_system.hpp>
 #include <caf/error.hpp>
 #include <caf/sec.hpp>
 
@@ -41,6 +44,15 @@ private:
   mutable std::mutex mu_;
   std::map<caf::actor_id, std::string> names_;
 };
+
+// A name that lives as long as the process, for a door named at run time (a P/D peer's store
+// client): trace records keep the actor name as a pointer until the writer thread has them.
+inline const char* interned_name(const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(name).first->c_str();
+}
 
 // What a node gives each actor it spawns: the recorder (null when trace.path is unset) and the
 // names of its peers.
@@ -168,7 +180,11 @@ public:
 
 private:
   std::string name_of(const caf::strong_actor_ptr& p) const {
-    return p ? tap_.names->of(p->id()) : std::string("anonymous");
+    if (!p)
+      return "anonymous";
+    if (p->home_system && p->node() != p->home_system->node())
+      return "remote-" + std::to_string(p->id()) + "@" + std::to_string(std::hash<caf::node_id>{}(p->node()) % 1000000007);
+    return tap_.names->of(p->id());
   }
   template <class Handle>
   std::string name_of(const Handle& h) const {

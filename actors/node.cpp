@@ -235,6 +235,7 @@ int node::start() {
     so.arena_bytes = bytes;
     so.boot_id = boot_id();
     so.local_namespace = opts.namespace_id;
+    so.door_name = "store";
     so.tap = tap;
     d.pd_shared = so.shared;
     auto server = spawn_store_server(sys, so);
@@ -274,7 +275,9 @@ int node::start() {
       pc.window = window;
       pc.dev = dev;
       pc.tap = tap;
+      pc.trace_name = "peer:" + endpoint;
       auto client = spawn_store_client(sys, std::move(pc));
+      tap.names->add(client.id(), "peer:" + endpoint);
       caf::anon_send(client, store_connect_atom_v, *pd_engine + "-pd");
       spdlog::info("ordo node: P/D: connecting to the prefill node at tcp://{}", endpoint);
       return caf::actor_cast<store_actor>(client);

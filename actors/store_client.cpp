@@ -615,7 +615,7 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
   st.boot = boot_id();
   if (st.opt.tcp)
     st.staging = std::make_unique<range_allocator>(st.opt.staging_bytes, 4096);
-  st.io = door("store", st.opt.tap);
+  st.io = door(interned_name(st.opt.trace_name), st.opt.tap);
   st.opt.status->update([&](store_link_view& v) {
     v.address = st.opt.host + ":" + std::to_string(st.opt.port);
     v.error = st.down_why;

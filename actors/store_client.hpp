@@ -67,6 +67,7 @@ struct store_client_options {
   uint64_t staging_bytes = 0;
   std::shared_ptr<device> dev;         // registers each mapped arena (GPU) and unregisters it
   std::shared_ptr<store_link_status> status = std::make_shared<store_link_status>();
+  std::string trace_name = "store"; // its records' actor name ("peer:HOST:PORT" for a P/D peer)
   trace_tap tap;
 };
 

@@ -249,7 +249,7 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
   st.local_namespace = opt.local_namespace;
   st.shared = opt.shared;
   st.shared->update([&](store_server_view& v) { v.granularity = opt.granularity; });
-  st.io = door("store_server", std::move(opt.tap));
+  st.io = door(opt.door_name, std::move(opt.tap));
   st.publish();
 
   // A session's actor is gone (its node ended, or the connection broke): drop its pins and abort

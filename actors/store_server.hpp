@@ -96,6 +96,9 @@ struct store_server_options {
   // Set by a node serving its own host tier to peers (P/D): its own actors get a session of this
   // namespace without a hello.
   std::optional<uint64_t> local_namespace;
+  // The name its records carry in a trace: "store" when it is a node's own host tier (so the
+  // trace checks see it as the node's store), "store_server" in `ordo store`.
+  const char* door_name = "store_server";
   std::shared_ptr<store_server_shared> shared = std::make_shared<store_server_shared>();
   trace_tap tap;
 };

@@ -122,7 +122,8 @@ private:
   std::map<uint64_t, int64_t> last_save_;                    // dataOffset → save op
   std::map<uint64_t, std::vector<int32_t>> image_units_;     // image hash → reserved units
   std::map<int32_t, int64_t> last_checkpoint_copy_;          // unit → checkpoint copy or load op
-  std::map<std::pair<std::string, std::string>, int64_t> last_command_; // (receiver, kind) → in-record
+  // (receiver, kind, sender) → in-record: one channel per sender (a store server's sessions).
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> last_command_;
 
   static std::string lane_key_of(wire::TraceRecord::Reader r) {
     if (r.getPayload().which() == payload_which::DEVICE_OP)
@@ -362,12 +363,13 @@ private:
     // seq_contiguous
     if (dir == wire::TraceDirection::IN &&
         (kind == "pool_step" || kind == "connector_step" || kind == "store_step" || kind == "step_plan")) {
-      auto found = last_command_.find({actor, kind});
+      const auto channel = std::make_tuple(actor, kind, peer);
+      auto found = last_command_.find(channel);
       if (found == last_command_.end()) {
         if (step.seq != 1)
           violate("seq_contiguous", none, i,
                   "the first " + kind + " at " + actor + " has seq " + std::to_string(step.seq) + ", not 1");
-        last_command_[{actor, kind}] = i;
+        last_command_[channel] = i;
       } else {
         int64_t last = found->second;
         auto prev = t_[static_cast<size_t>(last)];

@@ -275,8 +275,8 @@ void commit_after(writer& w, uint64_t step_seq, bool join_save, uint64_t* commit
   drops d;
   d.save_join = !join_save;
   w.step(step_seq, d);
-  store_step commit;
-  commit.header = {1, 2};
+  store_step commit; // a shortcut for step_done → scheduler → connector → store: its own channel
+  commit.header = {1, 1};
   commit.commits.push_back(key);
   w.rec.message("scheduler", trace_direction::out, "store", commit);
   *commit_seq = w.rec.message("store", trace_direction::in, "scheduler", commit);
@@ -390,4 +390,37 @@ TEST_CASE("a file cut short reports the cut and checks the records before it") {
   CHECK(r2.truncated);
   REQUIRE(r2.violation);
   CHECK(r2.violation->rule == "clear_before_load");
+}
+
+TEST_CASE("seq_contiguous keeps one channel per sender: a store server's sessions each count from 1") {
+  temp_file f("sessions");
+  {
+    writer w(f.path);
+    for (uint64_t seq = 1; seq <= 3; ++seq) {
+      store_step s;
+      s.header = {1, seq};
+      w.rec.message("connector", trace_direction::out, "store_server", s);
+      w.rec.message("store_server", trace_direction::in, "connector", s);
+    }
+    store_step other;
+    other.header = {1, 1}; // a peer's session: its own channel
+    w.rec.message("store_server", trace_direction::in, "remote-7@1", other);
+  }
+  auto r = check_file(f.path);
+  INFO(r.summary());
+  CHECK_FALSE(r.violation);
+
+  temp_file g("sessions_gap");
+  {
+    writer w(g.path);
+    store_step a;
+    a.header = {1, 1};
+    w.rec.message("store_server", trace_direction::in, "remote-7@1", a);
+    store_step b;
+    b.header = {1, 3}; // the same sender skipped seq 2
+    w.rec.message("store_server", trace_direction::in, "remote-7@1", b);
+  }
+  auto r2 = check_file(g.path);
+  REQUIRE(r2.violation);
+  CHECK(r2.violation->rule == "seq_contiguous");
 }
