@@ -28,7 +28,8 @@ clean:
 # `make gpu-bundle`: ordo, gpu_check and the libraries the GPU machine lacks in gpu-bundle/;
 # there, `gpu-bundle/checks` runs every GPU check (tools/gpu_checks.sh), `gpu-bundle/trace_checks`
 # the trace checks (tools/gpu_trace_checks.sh), `gpu-bundle/store_checks` the store server checks
-# (tools/gpu_store_checks.sh), and `gpu-bundle/run` is ordo.
+# (tools/gpu_store_checks.sh), `gpu-bundle/pd_checks` the P/D topologies with GPU nodes
+# (tools/gpu_pd_checks.sh), and `gpu-bundle/run` is ordo.
 # `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
 GPU_BUILD ?= build-gpu
 GPU_AMD_BUILD ?= build-gpu-amd
@@ -45,6 +46,7 @@ gpu-bundle: gpu
 	cp tools/gpu_checks.sh gpu-bundle/checks
 	cp tools/gpu_trace_checks.sh gpu-bundle/trace_checks
 	cp tools/gpu_store_checks.sh gpu-bundle/store_checks
+	cp tools/gpu_pd_checks.sh gpu-bundle/pd_checks
 
 gpu-amd-check:
 	@bash scripts/install-deps.sh --amd

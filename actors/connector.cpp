@@ -25,6 +25,17 @@ struct connector_state {
 
 using self_ptr = connector_actor::stateful_pointer<connector_state>;
 
+// A connector step out of (epoch, seq) order is refused and changes nothing.
+template <class Self>
+std::optional<caf::error> out_of_order(Self* self, const connector_step& step) {
+  auto& st = self->state;
+  auto why = st.steps.accept(step.header.epoch, step.header.seq);
+  if (why.empty())
+    return std::nullopt;
+  spdlog::critical("connector: {}", why);
+  return st.io.refuse(self, "connector_step_done", why);
+}
+
 connector_actor::behavior_type connector(self_ptr self, std::string kind, std::optional<offload_options> options,
                                          store_actor store, uint64_t epoch, trace_tap tap) {
   auto& st = self->state;
@@ -52,10 +63,8 @@ connector_actor::behavior_type connector(self_ptr self, std::string kind, std::o
     [=](const connector_step& step) -> caf::result<connector_step_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), step);
-      if (auto why = st.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
-        spdlog::critical("connector: {}", why);
-        return st.io.refuse(self, "connector_step_done", why);
-      }
+      if (auto refused = out_of_order(self, step))
+        return *refused;
       auto to_store = st.policy->step(step);
       if (!to_store)
         return st.io.reply(self, st.policy->step_answered(step, {}));
@@ -169,10 +178,8 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
     [=](const connector_step& step) -> caf::result<connector_step_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), step);
-      if (auto why = st.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
-        spdlog::critical("connector: {}", why);
-        return st.io.refuse(self, "connector_step_done", why);
-      }
+      if (auto refused = out_of_order(self, step))
+        return *refused;
       // Split by store: a request's loads and their unpins go to its peer; saves, commits and
       // evictions stay here. This node's store always gets a step (its answer carries the stats).
       auto parts = std::make_shared<std::map<std::string, pd_part>>();

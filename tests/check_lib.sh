@@ -31,3 +31,11 @@ wait_exit() {
     sleep 0.1
   done
 }
+
+# A temp dir in $tmp and a list of started pids in $pids, both cleaned up on exit (SIGKILL to every
+# pid still there, then the dir removed).
+use_tmp_and_pids() {
+  tmp=$(mktemp -d)
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+}

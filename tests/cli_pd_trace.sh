@@ -6,13 +6,7 @@
 set -u
 ordo=${1:?usage: cli_pd_trace.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+use_tmp_and_pids
 endpoint_of() { sed -n 's|^listening on http://\([^ ]*\).*|\1|p' "$1"; }
 
 start() { # NAME ARGS...: starts `ordo ARGS...`, output in $tmp/NAME.{out,err}

@@ -7,13 +7,7 @@
 set -u
 ordo=${1:?usage: cli_proxy.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+use_tmp_and_pids
 curl_() { curl --noproxy '*' -s --max-time 30 "$@"; }
 
 # The HTTP port of a ready line in $1.

@@ -1,0 +1,26 @@
+#!/bin/bash
+# P/D topologies (configs/topologies/pd_*.toml) with every node on the GPU device, from the
+# repository root on the GPU machine with a bundle made by `make gpu-bundle`: each node's `set`
+# gets device.kind=hip; every digest must equal the reference node's (issue 13, docs/pd.md).
+set -uo pipefail
+failed=0
+mkdir -p /tmp/topos
+for t in pd_dense pd_qsa_gdn_ple pd_gdn_hybrid; do
+  python3 - "configs/topologies/$t.toml" "/tmp/topos/$t.toml" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+out, block, has_set = [], None, False
+for i, l in enumerate(lines):
+    if l.startswith("[["):
+        block = l
+    if block == "[[node]]" and l.startswith("set = ["):
+        l = l.replace("set = [", 'set = ["device.kind=hip", ', 1)
+    out.append(l)
+    if block == "[[node]]" and l.startswith("config =") and not any(x.startswith("set = [") for x in lines[i+1:i+4]):
+        out.append('set = ["device.kind=hip"]')
+open(sys.argv[2], "w").write("\n".join(out))
+PY
+  "$(dirname "$0")/run" topo run /tmp/topos/$t.toml 2>&1 | tail -12 || failed=1
+done
+echo "gpu pd checks: $([ $failed -eq 0 ] && echo PASS || echo FAIL)"
+exit $failed
