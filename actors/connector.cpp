@@ -36,6 +36,28 @@ std::optional<caf::error> out_of_order(Self* self, const connector_step& step) {
   return st.io.refuse(self, "connector_step_done", why);
 }
 
+// A lookup: the store query the policy needs, sent to `store`, and the answer built from its
+// reply (from_peer: the coverage lies in a P/D peer's host tier).
+template <class Self>
+caf::result<connector_lookup_done> lookup_through(Self* self, const store_actor& store, const connector_lookup& lookup,
+                                                  bool from_peer) {
+  auto& st = self->state;
+  auto probe = st.policy->lookup(lookup);
+  if (!probe)
+    return st.io.reply(self, st.policy->lookup_answered(lookup, {}));
+  auto requester = self->current_sender(); // before the promise takes the request over
+  auto rp = self->template make_response_promise<connector_lookup_done>();
+  st.io.request(
+      self, store, std::move(*probe),
+      [=](store_contains_done& found, uint64_t) mutable {
+        auto done = self->state.policy->lookup_answered(lookup, found);
+        done.from_peer = from_peer;
+        self->state.io.deliver(rp, requester, std::move(done));
+      },
+      [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_lookup_done", err); });
+  return rp;
+}
+
 connector_actor::behavior_type connector(self_ptr self, std::string kind, std::optional<offload_options> options,
                                          store_actor store, uint64_t epoch, trace_tap tap) {
   auto& st = self->state;
@@ -47,18 +69,7 @@ connector_actor::behavior_type connector(self_ptr self, std::string kind, std::o
     [=](const connector_lookup& lookup) -> caf::result<connector_lookup_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), lookup);
-      auto probe = st.policy->lookup(lookup);
-      if (!probe)
-        return st.io.reply(self, st.policy->lookup_answered(lookup, {}));
-      auto requester = self->current_sender(); // before the promise takes the request over
-      auto rp = self->make_response_promise<connector_lookup_done>();
-      st.io.request(
-          self, st.store, std::move(*probe),
-          [=](store_contains_done& found, uint64_t) mutable {
-            self->state.io.deliver(rp, requester, self->state.policy->lookup_answered(lookup, found));
-          },
-          [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_lookup_done", err); });
-      return rp;
+      return lookup_through(self, st.store, lookup, false);
     },
     [=](const connector_step& step) -> caf::result<connector_step_done> {
       auto& st = self->state;
@@ -160,20 +171,7 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
           st.request_order.pop_front();
         }
       }
-      auto probe = st.policy->lookup(lookup);
-      if (!probe)
-        return st.io.reply(self, st.policy->lookup_answered(lookup, {}));
-      auto requester = self->current_sender();
-      auto rp = self->make_response_promise<connector_lookup_done>();
-      st.io.request(
-          self, st.store_of(lookup.peer), std::move(*probe),
-          [=](store_contains_done& found, uint64_t) mutable {
-            auto done = self->state.policy->lookup_answered(lookup, found);
-            done.from_peer = remote;
-            self->state.io.deliver(rp, requester, std::move(done));
-          },
-          [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_lookup_done", err); });
-      return rp;
+      return lookup_through(self, st.store_of(lookup.peer), lookup, remote);
     },
     [=](const connector_step& step) -> caf::result<connector_step_done> {
       auto& st = self->state;
