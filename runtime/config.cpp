@@ -22,16 +22,14 @@ using toml_config::in_quotes;
 using toml_config::is_host;
 using toml_config::join;
 using toml_config::shown;
+using toml_config::check_choice;
+using toml_config::log_levels;
+using toml_config::rule_host;
 
 // Keys whose value no message may print. An unknown key that looks like one (a misspelt
 // server.api_key) is hidden too: its value is most likely a secret.
 bool is_secret_key(const std::string& dotted) {
-  if (dotted == "server.api_key" || dotted == "server.admin_key")
-    return true;
-  for (const char* word : {"key", "secret", "token", "password"})
-    if (dotted.find(word) != std::string::npos)
-      return true;
-  return false;
+  return dotted == "server.api_key" || dotted == "server.admin_key" || toml_config::looks_secret(dotted);
 }
 
 // Allowed keys per section, in canonical order (describe() and error messages use it), and the
@@ -81,7 +79,6 @@ const std::vector<std::pair<device_kind, std::string>> device_kind_names = {{dev
                                                                           {device_kind::hip, "hip"}};
 const std::vector<std::pair<matmul_mode, std::string>> matmul_names = {{matmul_mode::exact, "exact"},
                                                                       {matmul_mode::tf32, "tf32"}};
-const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
 const std::vector<std::pair<connector_kind, std::string>> connector_names = {{connector_kind::none, "none"},
                                                                             {connector_kind::offload, "offload"},
                                                                             {connector_kind::store, "store"},
@@ -115,10 +112,6 @@ const std::string& name_of(const std::vector<std::pair<E, std::string>>& table, 
 }
 
 
-void check_choice(const std::string& key, const std::string& value, const std::vector<std::string>& available) {
-  if (!contains(available, value))
-    fail(key + " = " + in_quotes(value) + ": must be one of " + join(available));
-}
 
 // The value `name` names in `table`; fails with the same words check_choice uses.
 template <class E>
@@ -131,7 +124,6 @@ E choice_named(const std::string& key, const std::string& name, const std::vecto
 
 // Rules shared by the reader (type errors) and validate() (range errors).
 const std::string rule_max_waiting = "between 1 and 1048576";
-const std::string rule_host = "a host name or IP address";
 const std::string rule_address = "\"HOST:PORT\", the actor endpoint `ordo store` prints (tcp://HOST:PORT)";
 const std::string rule_deadline = "between 100 and 600000 (milliseconds)";
 const std::string rule_engine_id = "\"\" (derived) or 1 to 64 letters, digits, '_', '-' or '.'";

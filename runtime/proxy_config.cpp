@@ -16,6 +16,9 @@ using toml_config::fail;
 using toml_config::in_quotes;
 using toml_config::is_host;
 using toml_config::join;
+using toml_config::check_choice;
+using toml_config::log_levels;
+using toml_config::rule_host;
 
 const toml_config::schema& proxy_schema() {
   static const toml_config::schema s = [] {
@@ -26,12 +29,7 @@ const toml_config::schema& proxy_schema() {
     };
     x.string_keys = {"proxy.host", "proxy.prefill", "proxy.decode", "proxy.api_key", "log.level"};
     // A misspelt api_key is hidden too: its value is most likely a secret.
-    x.is_secret_key = [](const std::string& dotted) {
-      for (const char* word : {"key", "secret", "token", "password"})
-        if (dotted.find(word) != std::string::npos)
-          return true;
-      return false;
-    };
+    x.is_secret_key = toml_config::looks_secret;
     x.example_set = "proxy.decode=127.0.0.1:8001";
     x.example_key = "proxy.port";
     return x;
@@ -39,8 +37,6 @@ const toml_config::schema& proxy_schema() {
   return s;
 }
 
-const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
-const std::string rule_host = "a host name or IP address";
 const std::string rule_port = "between 0 and 65535 (0 picks a free one)";
 const std::string rule_endpoints =
     "a comma-separated list of HOST:PORT (e.g. \"127.0.0.1:8001,127.0.0.1:8002\"), PORT 1..65535";
@@ -84,8 +80,7 @@ proxy_config from_table(const toml::table& root) {
   if (cfg.decode.empty())
     fail("proxy.decode = " + in_quotes(decode) + ": must name at least one decode node: " + rule_endpoints);
   check_secret("proxy.api_key", cfg.api_key);
-  if (!contains(log_levels, cfg.log_level))
-    fail("log.level = " + in_quotes(cfg.log_level) + ": must be one of " + join(log_levels));
+  check_choice("log.level", cfg.log_level, log_levels);
   return cfg;
 }
 

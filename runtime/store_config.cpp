@@ -15,6 +15,9 @@ using toml_config::fail;
 using toml_config::in_quotes;
 using toml_config::is_host;
 using toml_config::join;
+using toml_config::check_choice;
+using toml_config::log_levels;
+using toml_config::rule_host;
 
 const toml_config::schema& store_schema() {
   static const toml_config::schema s = [] {
@@ -31,9 +34,7 @@ const toml_config::schema& store_schema() {
   return s;
 }
 
-const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
 const std::vector<std::string> granularities = {"block", "chunk"};
-const std::string rule_host = "a host name or IP address";
 const std::string rule_capacity = "a size in MiB between 1 and 1073741824 (2^30)";
 const std::string rule_port = "between 0 and 65535 (0 picks a free one)";
 const std::string rule_engine_id = "\"\" (derived) or 1 to 64 letters, digits, '_', '-' or '.'";
@@ -55,8 +56,7 @@ store_config from_table(const toml::table& root) {
     fail("store.granularity = " + in_quotes(cfg.granularity) + ": must be one of " + join(granularities));
   if (!toml_config::is_name(cfg.engine_id))
     fail("store.engine_id = " + in_quotes(cfg.engine_id) + ": must be " + rule_engine_id);
-  if (!contains(log_levels, cfg.log_level))
-    fail("log.level = " + in_quotes(cfg.log_level) + ": must be one of " + join(log_levels));
+  check_choice("log.level", cfg.log_level, log_levels);
   return cfg;
 }
 

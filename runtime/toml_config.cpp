@@ -37,6 +37,21 @@ std::string shown(const toml::node& n) {
   return os.str();
 }
 
+const std::vector<std::string> log_levels = {"trace", "debug", "info", "warn", "error"};
+const std::string rule_host = "a host name or IP address";
+
+bool looks_secret(const std::string& dotted) {
+  for (const char* word : {"key", "secret", "token", "password"})
+    if (dotted.find(word) != std::string::npos)
+      return true;
+  return false;
+}
+
+void check_choice(const std::string& key, const std::string& value, const std::vector<std::string>& available) {
+  if (!contains(available, value))
+    fail(key + " = " + in_quotes(value) + ": must be one of " + join(available));
+}
+
 bool is_host(const std::string& h) {
   if (h.empty() || h.size() > 253)
     return false;

@@ -38,6 +38,14 @@ bool is_host(const std::string& h);
 // '_', '-' or '.' (empty allowed: the caller says whether it is).
 bool is_name(const std::string& s);
 
+// What every ordo config shares: the log levels, the host rule's words, the words that make a key
+// a secret (its value is never shown, also for a misspelt key), and a refusal of a value that is
+// not one of a list ("KEY = "VALUE": must be one of A, B").
+extern const std::vector<std::string> log_levels;
+extern const std::string rule_host;
+bool looks_secret(const std::string& dotted);
+void check_choice(const std::string& key, const std::string& value, const std::vector<std::string>& available);
+
 // Parses `text`, applies each override, refuses keys and sections the schema does not list.
 toml::table parse(const std::string& text, const std::vector<std::string>& overrides, const schema& s);
 // The text of a config file; refuses a missing file, a directory, an unreadable file.
