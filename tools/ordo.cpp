@@ -55,6 +55,31 @@ int run_node(const std::string& config_path, const std::vector<std::string>& set
   return 0;
 }
 
+// --config, --set and --port of a serving command (node, store, proxy).
+struct serve_options {
+  std::string config;
+  std::vector<std::string> sets;
+  int port = 0;
+  CLI::Option* port_opt = nullptr;
+
+  void add_to(CLI::App* cmd, const std::string& config_help, bool config_required, const std::string& set_example,
+              const std::string& port_help) {
+    auto* c = cmd->add_option("--config", config, config_help);
+    if (config_required)
+      c->required();
+    cmd->add_option("--set", sets, "override a config key: --set " + set_example + " (repeatable)");
+    port_opt = cmd->add_option("--port", port, port_help);
+  }
+  std::optional<int> port_given() const { return port_opt->count() ? std::optional<int>(port) : std::nullopt; }
+  // False (after saying why) for a --port out of range, where no config checks it.
+  bool port_in_range(const char* who) const {
+    if (!port_opt->count() || (port >= 0 && port <= 65535))
+      return true;
+    std::cerr << who << ": --port " << port << ": must be between 0 and 65535 (0 picks a free one)\n";
+    return false;
+  }
+};
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -65,12 +90,9 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
   auto* node_cmd = app.add_subcommand("node", "serve the OpenAI-shaped API from a config file");
-  std::string config_path;
-  std::vector<std::string> sets;
-  int port = 0;
-  node_cmd->add_option("--config", config_path, "node config (TOML)")->required();
-  node_cmd->add_option("--set", sets, "override a config key: --set cache.block_size=16 (repeatable)");
-  auto* port_opt = node_cmd->add_option("--port", port, "listen port 0..65535 (0 picks a free one)");
+  serve_options node_opts;
+  node_opts.add_to(node_cmd, "node config (TOML)", true, "cache.block_size=16",
+                   "listen port 0..65535 (0 picks a free one)");
   std::string node_trace;
   node_cmd->add_option("--trace", node_trace, "record the run to this trace file (= --set trace.path=FILE)");
 
@@ -80,21 +102,15 @@ int main(int argc, char** argv) {
   auto* topo_run_cmd = topo_cmd->add_subcommand("run", "start the processes of FILE.toml, run its steps, stop them");
   topo_run_cmd->add_option("file", topo_file, "topology (TOML)")->required();
 
-  std::string proxy_config_path;
-  std::vector<std::string> proxy_sets;
-  int proxy_port = 0;
   auto* proxy_cmd = app.add_subcommand("proxy", "OpenAI-compatible front over prefill and decode nodes (P/D)");
-  proxy_cmd->add_option("--config", proxy_config_path, "proxy config (TOML)")->required();
-  proxy_cmd->add_option("--set", proxy_sets, "override a config key: --set proxy.decode=127.0.0.1:8001 (repeatable)");
-  auto* proxy_port_opt = proxy_cmd->add_option("--port", proxy_port, "HTTP port 0..65535 (0 picks a free one)");
+  serve_options proxy_opts;
+  proxy_opts.add_to(proxy_cmd, "proxy config (TOML)", true, "proxy.decode=127.0.0.1:8001",
+                    "HTTP port 0..65535 (0 picks a free one)");
 
   auto* store_cmd = app.add_subcommand("store", "serve the shared store of this host to its nodes (CAF remote actors)");
-  std::string store_config_path; // "": the built-in defaults (configs/store.toml spells them out)
-  std::vector<std::string> store_sets;
-  int store_port = 0;
-  store_cmd->add_option("--config", store_config_path, "store config (TOML); without it the defaults of configs/store.toml");
-  store_cmd->add_option("--set", store_sets, "override a config key: --set store.capacity_mb=64 (repeatable)");
-  auto* store_port_opt = store_cmd->add_option("--port", store_port, "actor port 0..65535 (0 picks a free one)");
+  serve_options store_opts; // no --config: the built-in defaults (configs/store.toml spells them out)
+  store_opts.add_to(store_cmd, "store config (TOML); without it the defaults of configs/store.toml", false,
+                    "store.capacity_mb=64", "actor port 0..65535 (0 picks a free one)");
 
   auto* demo_cmd = app.add_subcommand("demo", "run a multi-turn workload twice with an HBM eviction between");
   std::string demo_config = "configs/default.toml";
@@ -183,26 +199,20 @@ int main(int argc, char** argv) {
   if (*trace_bench_cmd)
     return ordo::run_bench_trace(trc);
   if (*node_cmd) {
-    if (*port_opt && (port < 0 || port > 65535)) {
-      std::cerr << "ordo node: --port " << port << ": must be between 0 and 65535 (0 picks a free one)\n";
+    if (!node_opts.port_in_range("ordo node"))
       return 2;
-    }
     if (!node_trace.empty())
-      sets.push_back("trace.path=" + node_trace);
-    return run_node(config_path, sets, *port_opt ? std::optional<int>(port) : std::nullopt);
+      node_opts.sets.push_back("trace.path=" + node_trace);
+    return run_node(node_opts.config, node_opts.sets, node_opts.port_given());
   }
   if (*topo_run_cmd)
     return ordo::run_topo(topo_file);
-  if (*proxy_cmd)
-    return ordo::run_proxy(proxy_config_path, proxy_sets,
-                           proxy_port_opt->count() ? std::optional<int>(proxy_port) : std::nullopt);
+  if (*proxy_cmd) // proxy.port's own check covers --port
+    return ordo::run_proxy(proxy_opts.config, proxy_opts.sets, proxy_opts.port_given());
   if (*store_cmd) {
-    if (*store_port_opt && (store_port < 0 || store_port > 65535)) {
-      std::cerr << "ordo store: --port " << store_port << ": must be between 0 and 65535 (0 picks a free one)\n";
+    if (!store_opts.port_in_range("ordo store"))
       return 2;
-    }
-    return ordo::run_store(store_config_path, store_sets,
-                           *store_port_opt ? std::optional<int>(store_port) : std::nullopt);
+    return ordo::run_store(store_opts.config, store_opts.sets, store_opts.port_given());
   }
   if (*demo_cmd) {
     if (!demo_trace.empty())
