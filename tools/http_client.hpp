@@ -34,6 +34,30 @@ struct http_response {
   }
 };
 
+// The header fields of a response head (the lines after its status line): names lowercased,
+// values without the whitespace around them.
+inline std::vector<std::pair<std::string, std::string>> parse_header_lines(const std::string& head) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  size_t pos = head.find("\r\n");
+  while (pos != std::string::npos) {
+    size_t next = head.find("\r\n", pos + 2);
+    std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+    size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      std::string name = line.substr(0, colon);
+      for (char& c : name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      size_t v = line.find_first_not_of(" \t", colon + 1);
+      std::string value = v == std::string::npos ? "" : line.substr(v);
+      while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+        value.pop_back();
+      headers.emplace_back(std::move(name), std::move(value));
+    }
+    pos = next;
+  }
+  return headers;
+}
+
 // The `data:` payloads of an SSE body, in order ("[DONE]" included).
 inline std::vector<std::string> parse_sse_data(const std::string& body) {
   std::vector<std::string> events;
@@ -151,21 +175,7 @@ public:
         return r;
       }
       r.status = std::atoi(head.c_str() + 9);
-      size_t pos = head.find("\r\n");
-      while (pos != std::string::npos) {
-        size_t next = head.find("\r\n", pos + 2);
-        std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos
-                                                                          : next - pos - 2);
-        size_t colon = line.find(':');
-        if (colon != std::string::npos) {
-          std::string name = line.substr(0, colon);
-          for (char& c : name)
-            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-          size_t v = line.find_first_not_of(' ', colon + 1);
-          r.headers.emplace_back(name, v == std::string::npos ? "" : line.substr(v));
-        }
-        pos = next;
-      }
+      r.headers = parse_header_lines(head);
       if (r.status >= 200)
         break;
     }

@@ -35,6 +35,7 @@
 #include "runtime/metrics.hpp"
 #include "runtime/proxy_config.hpp"
 #include "runtime/worker_pool.hpp"
+#include "tools/http_client.hpp"
 #include "tools/process_signals.hpp"
 
 namespace ordo {
@@ -273,24 +274,7 @@ private:
         return;
       }
       status = std::atoi(head.c_str() + 9);
-      headers.clear();
-      size_t pos = head.find("\r\n");
-      while (pos != std::string::npos) {
-        size_t next = head.find("\r\n", pos + 2);
-        std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
-        size_t colon = line.find(':');
-        if (colon != std::string::npos) {
-          std::string name = line.substr(0, colon);
-          for (char& c : name)
-            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-          size_t v = line.find_first_not_of(" \t", colon + 1);
-          std::string value = v == std::string::npos ? "" : line.substr(v);
-          while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
-            value.pop_back();
-          headers.emplace_back(std::move(name), std::move(value));
-        }
-        pos = next;
-      }
+      headers = parse_header_lines(head);
       if (status >= 200)
         break;
     }
