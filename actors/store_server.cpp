@@ -146,6 +146,16 @@ std::map<caf::actor_addr, session>::iterator session_of(self_ptr self) {
   return st.sessions.emplace(addr, std::move(s)).first;
 }
 
+caf::error no_session(self_ptr self, const std::string& kind) {
+  auto& st = self->state;
+  st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
+  const std::string reply = kind + "_done";
+  return st.io.refuse(self, reply.c_str(), kind + " from an actor with no session: send store_hello first");
+}
+
+// A request from an actor with no session: refused (named, counted), nothing changes.
+caf::error no_session(self_ptr self, const std::string& kind);
+
 // The session's record of what it holds, after `step` was applied and answered by `done`.
 void track(session& s, const store_step& step, const store_step_done& done) {
   for (const auto& k : step.commits)
@@ -284,11 +294,8 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
       auto& st = self->state;
       st.io.received(self->current_sender(), q);
       auto own_session = session_of(self);
-      if (own_session == st.sessions.end()) {
-        st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
-        return st.io.refuse(self, "store_contains_done",
-                            "store_contains from an actor with no session: send store_hello first");
-      }
+      if (own_session == st.sessions.end())
+        return no_session(self, "store_contains");
       // A session sees only its namespace: other namespaces' keys are answered absent.
       const uint64_t ns = own_session->second.namespace_id;
       store_contains own;
@@ -310,10 +317,8 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
       auto& st = self->state;
       st.io.received(self->current_sender(), step);
       auto it = session_of(self);
-      if (it == st.sessions.end()) {
-        st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
-        return st.io.refuse(self, "store_step_done", "store_step from an actor with no session: send store_hello first");
-      }
+      if (it == st.sessions.end())
+        return no_session(self, "store_step");
       session& s = it->second;
       if (auto why = s.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
         spdlog::error("store: engine {}: {}", s.engine_id, why);
