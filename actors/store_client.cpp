@@ -200,7 +200,6 @@ void end_session(self_ptr self, uint64_t gen, const std::string& why, bool refus
   auto it = st.sessions.find(gen);
   if (it == st.sessions.end())
     return;
-  const bool was_live = it->second.live;
   it->second.live = false;
   if (st.live == gen) {
     st.live.reset();
@@ -209,7 +208,6 @@ void end_session(self_ptr self, uint64_t gen, const std::string& why, bool refus
     st.opt.status->update([](store_link_view& v) { ++v.disconnects_total; });
   }
   status_down(st, why, refused);
-  (void)was_live;
   maybe_release(self, gen);
 }
 
