@@ -266,6 +266,8 @@ def main():
           len(results) == 8 and not any(t.is_alive() for t in threads), results)
     check("... every digest equals the cold one",
           all(r["status"] == 200 and r["digest"] == cold[(768, seed)] for seed, r in results), results)
+    # The node learns of the death from its connection (a down message, milliseconds): bounded wait.
+    wait_for(lambda: health(b.http)["store"]["connected"] is False, 10)
     h = health(b.http)
     check("/health reports the store unreachable while the node serves",
           h["status"] == "ok" and h["store"]["connected"] is False and h["store"]["status"] == "unreachable", h)
