@@ -4,9 +4,10 @@
 // bounded wait, SIGKILL), also on errors and when the runner itself gets SIGINT / SIGTERM.
 //
 // Every wait is bounded: a ready line within 60 s, an HTTP request within 120 s, an exit within
-// 30 s. The runner is single-threaded except while an HTTP request is in flight: the request runs
-// on its own thread so the main thread can watch the deadline and the stop flag and shut the
-// socket down when either fires.
+// 30 s, a SIGSTOP / SIGCONT taking effect within 5 s, a sleep_ms step 600 s. The runner is
+// single-threaded except while an HTTP request is in flight: the request runs on its own thread so
+// the main thread can watch the deadline and the stop flag and shut the socket down when either
+// fires.
 #include "tools/topo.hpp"
 
 #include <fcntl.h>
@@ -54,6 +55,8 @@ constexpr double ready_limit_s = 60;
 constexpr double http_limit_s = 120;
 constexpr double exit_limit_s = 30;
 constexpr double rebind_limit_s = 10;
+constexpr double pause_limit_s = 5;
+constexpr int64_t sleep_limit_ms = 600000;
 
 volatile sig_atomic_t g_signal = 0; // SIGINT or SIGTERM received by the runner
 
@@ -135,10 +138,11 @@ struct proc {
   std::string http_host, tcp_host;
   int http_port = 0, tcp_port = 0;
   std::string out, err; // the latest start's log files
+  bool paused = false;  // a pause step sent SIGSTOP and no resume step has sent SIGCONT since
 };
 
 struct expect_item {
-  std::string path; // "status" or a dotted path inside the response's `ordo` object
+  std::string path; // "status", "kv_transfer_params.PATH" or a dotted path inside the response's `ordo` object
   json value;       // number, bool or string
   std::pair<uint32_t, uint32_t> at{}; // (line, column) in the file: checks report in file order
 };
@@ -147,18 +151,27 @@ struct step {
   int index = 0; // 1-based
   int line = 0;
   std::string name;
-  std::string action; // send | start | stop | kill | restart | evict | expect_start_failure
-  std::string target; // the process
+  std::string action; // send | start | stop | kill | restart | pause | resume | sleep_ms | evict | metric |
+                      // expect_start_failure
+  std::string target; // the process (none for sleep_ms)
   // send
   bool text_prompt = false;
   std::string text;
   int64_t tokens = 0;
   uint64_t seed = 0;
   int64_t max_tokens = 8;
+  json kv_params;           // kv_transfer_params = { ... } sent as it is (null: none)
+  std::string kv_from;      // kv_transfer_params = "from:STEP": that step's answered object
   std::vector<expect_item> expects;
   // evict / expect_start_failure
   std::string tier;
   std::string contains;
+  // sleep_ms
+  int64_t sleep_ms = 0;
+  // metric: the sample `metric_name{labels}` of GET /metrics, compared with `metric_value` (null: present)
+  std::string metric_name;
+  std::map<std::string, std::string> labels;
+  json metric_value;
 };
 
 struct topology {
@@ -226,6 +239,35 @@ json toml_to_json(const toml::node& n, const std::string& what) {
   if (n.is_string())
     return n.as_string()->get();
   throw bad_file(at_line(line_of(n)) + what + " must be a number, a boolean or a string");
+}
+
+// A TOML value, tables and arrays too, as JSON: kv_transfer_params = { ... } is sent as written.
+json toml_tree_to_json(const toml::node& n, const std::string& what) {
+  if (auto* t = n.as_table()) {
+    json j = json::object();
+    for (auto&& [k, v] : *t)
+      j[std::string(k.str())] = toml_tree_to_json(v, what + "." + std::string(k.str()));
+    return j;
+  }
+  if (auto* a = n.as_array()) {
+    json j = json::array();
+    for (auto& v : *a)
+      j.push_back(toml_tree_to_json(v, what + "[]"));
+    return j;
+  }
+  return toml_to_json(n, what);
+}
+
+// ">N" / "<N": a bound that must be a number (checked when the file is read).
+bool is_bound(const std::string& v) { return v.size() > 1 && (v[0] == '>' || v[0] == '<'); }
+
+void check_bound(const std::string& v, int line, const std::string& what) {
+  if (!is_bound(v))
+    return;
+  char* endp = nullptr;
+  std::strtod(v.c_str() + 1, &endp);
+  if (*endp != '\0')
+    throw bad_file(at_line(line) + what + " = \"" + v + "\": expected a number after " + v[0]);
 }
 
 // `expect = { "from.store" = ">0" }` and `expect = { from = { store = ">0" } }` mean the same.
@@ -348,7 +390,8 @@ topology parse_topology(const std::string& file) {
       s.index = static_cast<int>(topo.steps.size()) + 1;
       s.line = line_of(elem);
       std::string where = "[[step]] " + std::to_string(s.index);
-      static const std::vector<std::string> actions = {"send", "start", "stop", "kill", "restart", "evict",
+      static const std::vector<std::string> actions = {"send",  "start",  "stop",     "kill",  "restart",
+                                                       "pause", "resume", "sleep_ms", "evict", "metric",
                                                        "expect_start_failure"};
       std::vector<std::string> allowed = actions;
       allowed.insert(allowed.begin(), "name");
@@ -374,7 +417,8 @@ topology parse_topology(const std::string& file) {
       if (t.get("expect") && s.action != "send")
         throw bad_file(at_line(line_of(*t.get("expect"))) + where + ": expect goes with send only");
 
-      if (s.action == "start" || s.action == "stop" || s.action == "kill" || s.action == "restart") {
+      if (s.action == "start" || s.action == "stop" || s.action == "kill" || s.action == "restart" ||
+          s.action == "pause" || s.action == "resume") {
         if (!a.is_string())
           throw bad_file(at_line(line_of(a)) + where + "." + s.action + " must name a process");
         s.target = find_proc(a.as_string()->get(), line_of(a), s.action).name;
@@ -383,7 +427,8 @@ topology parse_topology(const std::string& file) {
         if (!st)
           throw bad_file(at_line(line_of(a)) + where +
                          ".send must be a table: { node = NAME, prompt = ..., max_tokens = N }");
-        check_keys(*st, where + ".send", {"node", "proxy", "prompt", "max_tokens"}, line_of(a));
+        check_keys(*st, where + ".send", {"node", "proxy", "prompt", "max_tokens", "kv_transfer_params"},
+                   line_of(a));
         if (!!st->get("node") == !!st->get("proxy"))
           throw bad_file(at_line(line_of(a)) + where + ".send needs exactly one of node, proxy");
         std::string key = st->get("node") ? "node" : "proxy";
@@ -420,6 +465,19 @@ topology parse_topology(const std::string& file) {
           if (s.max_tokens < 1)
             throw bad_file(at_line(line_of(*mt)) + where + ".send.max_tokens must be at least 1");
         }
+        if (auto* kv = st->get("kv_transfer_params")) {
+          std::string what = where + ".send.kv_transfer_params";
+          if (kv->is_table()) {
+            s.kv_params = toml_tree_to_json(*kv, what);
+          } else if (kv->is_string() && kv->as_string()->get().rfind("from:", 0) == 0) {
+            s.kv_from = kv->as_string()->get().substr(5);
+            if (!named.count(s.kv_from))
+              throw bad_file(at_line(line_of(*kv)) + what + " = \"from:" + s.kv_from +
+                             "\": no earlier send step is named \"" + s.kv_from + "\"");
+          } else {
+            throw bad_file(at_line(line_of(*kv)) + what + " must be a table { ... } or \"from:STEP\"");
+          }
+        }
         if (auto* ex = t.get("expect")) {
           auto* et = ex->as_table();
           if (!et)
@@ -438,13 +496,7 @@ topology parse_topology(const std::string& file) {
                   throw bad_file(at_line(line_of(*ex)) + where + ".expect." + e.path + " = \"" + v +
                                  "\": no earlier send step is named \"" + other + "\"");
               }
-            if ((v[0] == '>' || v[0] == '<') && v.size() > 1) {
-              char* endp = nullptr;
-              std::strtod(v.c_str() + 1, &endp);
-              if (*endp != '\0')
-                throw bad_file(at_line(line_of(*ex)) + where + ".expect." + e.path + " = \"" + v +
-                               "\": expected a number after " + v[0]);
-            }
+            check_bound(v, line_of(*ex), where + ".expect." + e.path);
           }
         }
       } else if (s.action == "evict") {
@@ -461,6 +513,52 @@ topology parse_topology(const std::string& file) {
         if (s.tier != "hbm" && s.tier != "cpu" && s.tier != "store")
           throw bad_file(at_line(line_of(*et->get("tier"))) + where + ".evict.tier = \"" + s.tier +
                          "\": must be one of hbm, cpu, store");
+      } else if (s.action == "sleep_ms") {
+        s.sleep_ms = need_int(a, where + ".sleep_ms");
+        if (s.sleep_ms < 1 || s.sleep_ms > sleep_limit_ms)
+          throw bad_file(at_line(line_of(a)) + where + ".sleep_ms = " + std::to_string(s.sleep_ms) +
+                         ": must be between 1 and " + std::to_string(sleep_limit_ms));
+      } else if (s.action == "metric") {
+        std::string what = where + ".metric";
+        auto* mt = a.as_table();
+        if (!mt)
+          throw bad_file(at_line(line_of(a)) + what +
+                         " must be { node = NAME, name = METRIC, labels = { ... }, value = V }");
+        check_keys(*mt, what, {"node", "store", "proxy", "name", "labels", "value"}, line_of(a));
+        int keys = !!mt->get("node") + !!mt->get("store") + !!mt->get("proxy");
+        if (keys != 1)
+          throw bad_file(at_line(line_of(a)) + what + " needs exactly one of node, store, proxy");
+        std::string key = mt->get("node") ? "node" : mt->get("store") ? "store" : "proxy";
+        proc& p = find_proc(need_string(*mt, key, what, line_of(a)), line_of(a), "metric." + key);
+        if (kind_name(p.kind) != key)
+          throw bad_file(at_line(line_of(a)) + what + "." + key + " = \"" + p.name + "\" is a [[" +
+                         kind_name(p.kind) + "]]");
+        s.target = p.name;
+        s.metric_name = need_string(*mt, "name", what, line_of(a));
+        static const std::regex metric_re("[a-zA-Z_:][a-zA-Z0-9_:]*");
+        if (!std::regex_match(s.metric_name, metric_re))
+          throw bad_file(at_line(line_of(*mt->get("name"))) + what + ".name = \"" + s.metric_name +
+                         "\": not a Prometheus metric name");
+        if (auto* lb = mt->get("labels")) {
+          auto* lt = lb->as_table();
+          if (!lt)
+            throw bad_file(at_line(line_of(*lb)) + what + ".labels must be a table of strings { label = \"value\" }");
+          for (auto&& [k, v] : *lt) {
+            if (!v.is_string())
+              throw bad_file(at_line(line_of(v)) + what + ".labels." + std::string(k.str()) + " must be a string");
+            s.labels[std::string(k.str())] = v.as_string()->get();
+          }
+        }
+        if (auto* v = mt->get("value")) {
+          if (v->is_integer() || v->is_floating_point()) {
+            s.metric_value = toml_to_json(*v, what + ".value");
+          } else if (v->is_string() && is_bound(v->as_string()->get())) {
+            s.metric_value = v->as_string()->get();
+            check_bound(s.metric_value.get<std::string>(), line_of(*v), what + ".value");
+          } else {
+            throw bad_file(at_line(line_of(*v)) + what + ".value must be a number, \">N\" or \"<N\"");
+          }
+        }
       } else if (s.action == "expect_start_failure") {
         auto* et = a.as_table();
         if (!et)
@@ -515,7 +613,8 @@ std::vector<int> prompt_tokens(int64_t tokens, uint64_t seed) {
 
 struct record {
   int status = 0;
-  json body; // null when the body is not JSON
+  json body;          // null when the body is not JSON
+  double wall_ms = 0; // request sent → whole answer read, as the runner saw it
 };
 
 struct step_result {
@@ -548,6 +647,7 @@ public:
         *status = st;
       last_status_[p.name] = st;
       p.pid = -1;
+      p.paused = false;
       return false;
     }
     return true;
@@ -683,6 +783,8 @@ public:
       return true;
     }
     pid_t pid = p.pid;
+    if (p.paused) // a stopped process would leave SIGTERM pending until the limit and need SIGKILL
+      ::kill(pid, SIGCONT);
     ::kill(pid, sig);
     auto t0 = clock_type::now();
     while (since(t0) < limit_s) {
@@ -848,13 +950,18 @@ public:
     return false;
   }
 
+  // `status`; `kv_transfer_params.PATH` inside the answer's kv_transfer_params object; any other
+  // path inside its `ordo` object.
   static std::optional<json> value_at(const record& r, const std::string& path) {
     if (path == "status")
       return json(r.status);
-    if (!r.body.is_object() || !r.body.contains("ordo"))
+    static const std::string kv_prefix = "kv_transfer_params.";
+    bool kv = path.rfind(kv_prefix, 0) == 0;
+    const char* top = kv ? "kv_transfer_params" : "ordo";
+    if (!r.body.is_object() || !r.body.contains(top))
       return std::nullopt;
-    const json* cur = &r.body["ordo"];
-    std::string rest = path == "digest" ? "logits_digest" : path;
+    const json* cur = &r.body[top];
+    std::string rest = kv ? path.substr(kv_prefix.size()) : path == "digest" ? "logits_digest" : path;
     size_t pos = 0;
     while (pos <= rest.size()) {
       size_t dot = rest.find('.', pos);
@@ -875,6 +982,28 @@ public:
     if (a.is_number() && b.is_number())
       return a.get<double>() == b.get<double>();
     return a == b;
+  }
+
+  // The comparison of expect and metric: a number equal, ">N" / "<N" as numbers, any other
+  // string or a boolean equal.
+  static bool matches(const json& actual, const json& expected) {
+    if (expected.is_string()) {
+      std::string v = expected.get<std::string>();
+      if (is_bound(v)) {
+        if (!actual.is_number())
+          return false;
+        double x = actual.get<double>(), bound = std::strtod(v.c_str() + 1, nullptr);
+        return v[0] == '>' ? x > bound : x < bound;
+      }
+      return show(actual) == v;
+    }
+    return same(actual, expected);
+  }
+
+  static std::string expected_text(const json& expected) {
+    if (expected.is_string() && !is_bound(expected.get<std::string>()))
+      return "\"" + expected.get<std::string>() + "\"";
+    return show(expected);
   }
 
   std::vector<std::string> check_expectations(const step& s, const record& r) {
@@ -911,23 +1040,9 @@ public:
             bad.push_back(e.path + " = " + got + ", expected to differ from " + other);
           continue;
         }
-        if ((v[0] == '>' || v[0] == '<') && v.size() > 1) {
-          double bound = std::strtod(v.c_str() + 1, nullptr);
-          if (!actual || !actual->is_number()) {
-            bad.push_back(e.path + " = " + got + ", expected " + v);
-            continue;
-          }
-          double x = actual->get<double>();
-          if (v[0] == '>' ? !(x > bound) : !(x < bound))
-            bad.push_back(e.path + " = " + got + ", expected " + v);
-          continue;
-        }
-        if (!actual || show(*actual) != v)
-          bad.push_back(e.path + " = " + got + ", expected \"" + v + "\"");
-        continue;
       }
-      if (!actual || !same(*actual, e.value))
-        bad.push_back(e.path + " = " + got + ", expected " + show(e.value));
+      if (!actual || !matches(*actual, e.value))
+        bad.push_back(e.path + " = " + got + ", expected " + expected_text(e.value));
     }
     if (!status_expected && r.status != 200)
       bad.insert(bad.begin(), "status = " + std::to_string(r.status) + ", expected 200");
@@ -956,11 +1071,41 @@ public:
     return s;
   }
 
+  static std::string ms_text(double ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, ms == std::floor(ms) && std::fabs(ms) < 1e15 ? "%.0f" : "%.1f", ms);
+    return buf;
+  }
+
+  // summary() plus the answer's timings (every number `ordo.*_ms`, e.g. duration_ms), the
+  // runner's wall time and the kv_transfer_params the answer carried.
+  static std::string send_summary(const record& r) {
+    std::string s = summary(r);
+    if (r.body.is_object() && r.body.contains("ordo") && r.body["ordo"].is_object())
+      for (auto& [k, v] : r.body["ordo"].items())
+        if (v.is_number() && k.size() > 3 && k.compare(k.size() - 3, 3, "_ms") == 0)
+          s += " " + k + "=" + ms_text(v.get<double>());
+    s += " wall_ms=" + ms_text(std::round(r.wall_ms));
+    if (r.body.is_object() && r.body.contains("kv_transfer_params"))
+      s += " kv_transfer_params=" + r.body["kv_transfer_params"].dump();
+    return s;
+  }
+
+  // A paused process answers nothing until it is resumed: requests to it fail at once instead of
+  // waiting for their limit.
+  bool require_unpaused(proc& p, std::string& msg) {
+    if (!p.paused)
+      return true;
+    msg = std::string(kind_name(p.kind)) + " " + p.name + " is paused (pid " + std::to_string(p.pid) +
+          ", SIGSTOP): resume it first";
+    return false;
+  }
+
   step_result run_send(const step& s) {
     proc& p = *find(s.target);
     std::string what = "send " + std::string(kind_name(p.kind)) + " " + p.name;
     std::string msg;
-    if (!require_running(p, msg))
+    if (!require_running(p, msg) || !require_unpaused(p, msg))
       return {false, what + ": " + msg};
     json body;
     if (s.text_prompt)
@@ -969,7 +1114,23 @@ public:
       body["prompt"] = prompt_tokens(s.tokens, s.seed);
     body["max_tokens"] = s.max_tokens;
     body["temperature"] = 0;
+    if (!s.kv_params.is_null())
+      body["kv_transfer_params"] = s.kv_params;
+    if (!s.kv_from.empty()) {
+      auto rec = records_.find(s.kv_from);
+      if (rec == records_.end())
+        return {false, what + ": kv_transfer_params = \"from:" + s.kv_from + "\": step " + s.kv_from +
+                           " has no recorded answer"};
+      const json& b = rec->second.body;
+      if (!b.is_object() || !b.contains("kv_transfer_params") || !b["kv_transfer_params"].is_object())
+        return {false, what + ": kv_transfer_params = \"from:" + s.kv_from + "\": step " + s.kv_from +
+                           "'s answer (status " + std::to_string(rec->second.status) +
+                           ") has no kv_transfer_params object"};
+      body["kv_transfer_params"] = b["kv_transfer_params"];
+    }
+    auto t0 = clock_type::now();
     http_response resp = request(p.http_port, "POST", "/v1/completions", body.dump());
+    double wall_ms = since(t0) * 1000;
     if (resp.status == 0) {
       std::string died;
       if (!alive(p))
@@ -978,6 +1139,7 @@ public:
     }
     record r;
     r.status = resp.status;
+    r.wall_ms = wall_ms;
     r.body = json::parse(resp.body, nullptr, false);
     if (r.body.is_discarded())
       r.body = nullptr;
@@ -987,12 +1149,168 @@ public:
     if (!bad.empty())
       return {false, (s.name.empty() ? what + ": " : "") + join(bad, "; ") +
                          (r.status != 200 ? " (" + summary(r) + ")" : "")};
-    return {true, what + ": " + summary(r)};
+    return {true, what + ": " + send_summary(r)};
+  }
+
+  // The state letter of /proc/PID/stat ('T' stopped, 'R' / 'S' running or sleeping); 0 if unreadable.
+  static char proc_state(pid_t pid) {
+    std::string stat = read_whole("/proc/" + std::to_string(pid) + "/stat");
+    auto paren = stat.rfind(')'); // the command name may contain spaces and parentheses
+    return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
+  }
+
+  // SIGSTOP (pause) or SIGCONT (resume), then waits until /proc shows the process stopped or not.
+  step_result pause_or_resume(proc& p, bool pause, const std::string& what) {
+    std::string msg;
+    if (!require_running(p, msg))
+      return {false, what + ": " + msg};
+    if (p.paused == pause)
+      return {false, what + ": " + kind_name(p.kind) + " " + p.name + " is " +
+                         (pause ? "already paused" : "not paused")};
+    pid_t pid = p.pid;
+    int sig = pause ? SIGSTOP : SIGCONT;
+    ::kill(pid, sig);
+    p.paused = pause; // from now on: cleanup sends SIGCONT first even if the wait below fails
+    auto t0 = clock_type::now();
+    while ((proc_state(pid) == 'T') != pause) {
+      if (!alive(p))
+        return {false, what + ": pid " + std::to_string(pid) + " is " + exited_text(p) + ": " + last_line(p.err)};
+      if (since(t0) > pause_limit_s)
+        return {false, what + ": pid " + std::to_string(pid) + " not " + (pause ? "stopped" : "running") +
+                           " within " + std::to_string(static_cast<int>(pause_limit_s)) + " s after " +
+                           (pause ? "SIGSTOP" : "SIGCONT")};
+      sleep_s(0.01);
+    }
+    return {true, what + ": pid " + std::to_string(pid) + (pause ? " stopped (SIGSTOP)" : " continued (SIGCONT)")};
+  }
+
+  step_result run_sleep(const step& s) {
+    std::string what = "sleep_ms " + std::to_string(s.sleep_ms);
+    auto t0 = clock_type::now();
+    double limit = static_cast<double>(s.sleep_ms) / 1000;
+    while (since(t0) < limit) {
+      if (g_signal)
+        return {false, what + ": interrupted by " + sig_text(g_signal)};
+      sleep_s(std::min(0.05, limit - since(t0)));
+    }
+    return {true, what};
+  }
+
+  struct sample {
+    std::map<std::string, std::string> labels;
+    std::string value; // as written
+  };
+
+  // The samples named `name` in a Prometheus text exposition (`name{k="v",...} value [timestamp]`);
+  // false with `why` on a line that cannot be read.
+  static bool parse_samples(const std::string& text, const std::string& name, std::vector<sample>& out,
+                            std::string& why) {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#' || line.compare(0, name.size(), name) != 0)
+        continue;
+      size_t i = name.size();
+      if (i < line.size() && line[i] != '{' && line[i] != ' ' && line[i] != '\t')
+        continue; // a longer name (name_bucket, name_total)
+      sample smp;
+      if (i < line.size() && line[i] == '{') {
+        ++i;
+        for (;;) {
+          while (i < line.size() && (line[i] == ' ' || line[i] == ','))
+            ++i;
+          if (i < line.size() && line[i] == '}') {
+            ++i;
+            break;
+          }
+          size_t eq = line.find('=', i);
+          if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') {
+            why = "cannot read the labels of: " + line;
+            return false;
+          }
+          std::string key = line.substr(i, eq - i), value;
+          i = eq + 2;
+          for (; i < line.size() && line[i] != '"'; ++i) {
+            if (line[i] == '\\' && i + 1 < line.size()) {
+              ++i;
+              value += line[i] == 'n' ? '\n' : line[i];
+            } else {
+              value += line[i];
+            }
+          }
+          if (i >= line.size()) {
+            why = "an unterminated label value in: " + line;
+            return false;
+          }
+          ++i; // the closing quote
+          smp.labels[key] = value;
+        }
+      }
+      std::istringstream rest(line.substr(i));
+      if (!(rest >> smp.value)) {
+        why = "no value in: " + line;
+        return false;
+      }
+      out.push_back(std::move(smp));
+    }
+    return true;
+  }
+
+  static std::string sample_text(const std::string& name, const std::map<std::string, std::string>& labels) {
+    std::string s = name;
+    if (labels.empty())
+      return s;
+    s += "{";
+    bool first = true;
+    for (auto& [k, v] : labels) {
+      s += (first ? "" : ",") + k + "=\"" + v + "\"";
+      first = false;
+    }
+    return s + "}";
+  }
+
+  step_result run_metric(const step& s) {
+    proc& p = *find(s.target);
+    std::string what = "metric " + std::string(kind_name(p.kind)) + " " + p.name;
+    std::string msg, want = sample_text(s.metric_name, s.labels);
+    if (!require_running(p, msg) || !require_unpaused(p, msg))
+      return {false, what + ": " + msg};
+    http_response resp = request(p.http_port, "GET", "/metrics", "");
+    if (resp.status != 200)
+      return {false, what + ": GET /metrics: " +
+                         (resp.status == 0 ? "no answer: " + resp.error : std::to_string(resp.status))};
+    std::vector<sample> found;
+    if (!parse_samples(resp.body, s.metric_name, found, msg))
+      return {false, what + ": GET /metrics: " + msg};
+    const sample* hit = nullptr;
+    for (auto& smp : found)
+      if (smp.labels == s.labels)
+        hit = &smp;
+    if (!hit) {
+      if (found.empty())
+        return {false, what + ": " + want + " absent: /metrics has no sample named " + s.metric_name};
+      std::vector<std::string> there;
+      for (auto& smp : found)
+        there.push_back(sample_text(s.metric_name, smp.labels) + " " + smp.value);
+      return {false, what + ": " + want + " absent; " + s.metric_name + " has: " + join(there, ", ")};
+    }
+    char* endp = nullptr;
+    double x = std::strtod(hit->value.c_str(), &endp);
+    if (*endp != '\0')
+      return {false, what + ": " + want + " = " + hit->value + ", not a number"};
+    std::string text = what + ": " + want + " = " + hit->value;
+    if (s.metric_value.is_null() || matches(json(x), s.metric_value))
+      return {true, text};
+    return {false, text + ", expected " + expected_text(s.metric_value)};
   }
 
   step_result run_step(const step& s) {
     if (s.action == "send")
       return run_send(s);
+    if (s.action == "sleep_ms")
+      return run_sleep(s);
+    if (s.action == "metric")
+      return run_metric(s);
     proc& p = *find(s.target);
     std::string what = s.action + " " + kind_name(p.kind) + " " + p.name;
     std::string msg;
@@ -1020,8 +1338,10 @@ public:
       auto o = start_proc(p, true, msg);
       return {o == start_outcome::ready, what + ": " + how + "; " + msg};
     }
+    if (s.action == "pause" || s.action == "resume")
+      return pause_or_resume(p, s.action == "pause", what);
     if (s.action == "evict") {
-      if (!require_running(p, msg))
+      if (!require_running(p, msg) || !require_unpaused(p, msg))
         return {false, what + ": " + msg};
       json body = {{"tier", s.tier}};
       http_response resp = request(p.http_port, "POST", "/admin/evict", body.dump());
@@ -1085,9 +1405,13 @@ private:
 // What a step does, in words: "send node a", "kill store s", "evict node b hbm".
 std::string describe(const step& s, runner& r) {
   proc* p = r.find(s.target);
+  if (s.action == "sleep_ms")
+    return "sleep_ms " + std::to_string(s.sleep_ms);
   std::string what = s.action + " " + (p ? kind_name(p->kind) + std::string(" ") : "") + s.target;
   if (s.action == "evict")
     what += " " + s.tier;
+  if (s.action == "metric")
+    what += " " + s.metric_name;
   return what;
 }
 
