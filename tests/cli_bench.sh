@@ -59,4 +59,38 @@ check "the offload error names cache.num_blocks" grep -q "cache.num_blocks" "$tm
 "$ordo" bench copy --config configs/default.toml --set cache.block_size=48 >"$tmp/out" 2>"$tmp/err"
 check "invalid config exits 2" test $? -eq 2
 
+# P/D TTFT: three `ordo node` children (reference, prefill, decode); every decode must come from the
+# prefill node with the reference's digest, or the bench exits 1.
+"$ordo" bench pd --config configs/dense.toml --prompt-tokens 64 300 --repeats 1 >"$tmp/pd" 2>"$tmp/err"
+check "pd exits 0" test $? -eq 0
+check "pd prints its table header" \
+  grep -qE '^ +tokens +single ms +prefill ms +decode ms +P/D ms +P/D/single +decode-only +pulled MB +from peer +floor ms' "$tmp/pd"
+check "pd prints one row per prompt length" test "$(grep -cE '^ +(64|300) +[0-9.]+ ' "$tmp/pd")" -eq 2
+check "pd prints one BENCH_JSON line" test "$(grep -c '^BENCH_JSON {' "$tmp/pd")" -eq 1
+check "pd's BENCH_JSON parses, with every key, from.peer > 0 and bytes pulled" python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+assert j["bench"] == "pd" and j["preset"] == "dense" and j["repeats"] == 1, j
+assert [r["prompt_tokens"] for r in j["rows"]] == [64, 300], j["rows"]
+keys = {"single_ms", "prefill_ms", "decode_ms", "pd_ms", "pd_over_single", "decode_only_ms", "bytes_pulled",
+        "from_peer", "resume_at", "floor_ms", "copy_gbps", "decode_over_floor", "digest"}
+for r in j["rows"]:
+    assert keys <= r.keys(), keys - r.keys()
+    assert r["from_peer"] > 0 and r["bytes_pulled"] > 0 and r["floor_ms"] > 0 and r["pd_ms"] > 0, r
+' < <(json "$tmp/pd")
+pd_pids=$(sed -n 's/^nodes: reference pid \([0-9]*\) .*, prefill pid \([0-9]*\) .*, decode pid \([0-9]*\) .*/\1 \2 \3/p' "$tmp/pd")
+check "pd names its three nodes' pids" test "$(echo $pd_pids | wc -w)" -eq 3
+for p in $pd_pids; do
+  check "node pid $p is gone after the bench" test ! -e "/proc/$p"
+done
+"$ordo" bench pd --config configs/dense.toml --set server.host=203.0.113.1 --prompt-tokens 64 --repeats 1 \
+  >"$tmp/out" 2>"$tmp/err"
+check "pd with a node that cannot start exits 1" test $? -eq 1
+check "pd prints that node's stderr" grep -q "cannot bind 203.0.113.1" "$tmp/err"
+# 10 tokens hold no full block of 16: nothing to transfer, so the decode node recomputes.
+"$ordo" bench pd --config configs/dense.toml --prompt-tokens 10 --repeats 1 >"$tmp/out" 2>"$tmp/err"
+check "pd whose decode took nothing from the prefill node exits 1" test $? -eq 1
+check "pd names the prompt length and from.peer = 0" grep -q "prompt of 10 tokens: .*from.peer = 0" "$tmp/err"
+check "pd prints no BENCH_JSON line for a failed run" test "$(grep -c '^BENCH_JSON' "$tmp/out")" -eq 0
+
 finish

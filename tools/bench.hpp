@@ -98,3 +98,20 @@ struct bench_trace_options {
 int run_bench_trace(const bench_trace_options& options);
 
 } // namespace ordo
+
+namespace ordo {
+
+struct bench_pd_options {
+  std::string config_path = "configs/dense.toml";
+  std::vector<std::string> overrides; // applied to every node the bench starts
+  std::vector<int32_t> prompt_tokens = {256, 1024, 2048};
+  int32_t repeats = 3; // best (median) of this many requests per prompt length and path
+};
+
+// TTFT of prefill/decode disaggregation (docs/pd.md): real `ordo node` processes of this binary
+// (a single reference node, a prefill node and a decode node), against the single node and
+// against the transfer floor, in one run. Prints a table and a BENCH_JSON line; returns the exit
+// code (tools/bench_pd.cpp).
+int run_bench_pd(const bench_pd_options& options);
+
+} // namespace ordo

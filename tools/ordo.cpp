@@ -169,6 +169,13 @@ int main(int argc, char** argv) {
   offload_cmd->add_flag("--no-store-server", no_store_server,
                         "skip the path through an `ordo store` process (started for the run by default)");
 
+  ordo::bench_pd_options pdb;
+  auto* pd_bench_cmd = bench_cmd->add_subcommand("pd", "TTFT of a P/D request vs. a single node and the transfer floor");
+  pd_bench_cmd->add_option("--config", pdb.config_path, "node config (TOML) of every node started");
+  pd_bench_cmd->add_option("--set", pdb.overrides, "override a config key of every node (repeatable)");
+  pd_bench_cmd->add_option("--prompt-tokens", pdb.prompt_tokens, "prompt lengths (several values run one after another)");
+  pd_bench_cmd->add_option("--repeats", pdb.repeats, "requests per prompt length and path (median)");
+
   ordo::bench_trace_options trc;
   auto* trace_bench_cmd = bench_cmd->add_subcommand("trace", "what recording a trace costs: off/on A/B, interleaved");
   trace_bench_cmd->add_option("--config", trc.config_path, "node config (TOML)")->required();
@@ -198,6 +205,8 @@ int main(int argc, char** argv) {
   }
   if (*trace_bench_cmd)
     return ordo::run_bench_trace(trc);
+  if (*pd_bench_cmd)
+    return ordo::run_bench_pd(pdb);
   if (*node_cmd) {
     if (!node_opts.port_in_range("ordo node"))
       return 2;
