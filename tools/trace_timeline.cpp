@@ -13,8 +13,13 @@
 //   messages: a flow (cat "msg", name = kind) from each `out` to the `in` it matches: the k-th
 //     out of kind K from A to B is the k-th in of kind K at B from A (CAF keeps per-pair order).
 //   counters: one `C` event per step_plan the scheduler sends (requests, tokens, loads, saves).
+//   between nodes: a flow (cat "pd", "pull from P: store_step") from a decode node's peer client
+//     to the prefill node's store and one back with the answer, for each exchange
+//     tools/trace_flows.cpp proves is the same on both sides; the serving file's start is moved
+//     by less than a millisecond where its flows need it to point forward.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <exception>
 #include <fstream>
@@ -28,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/trace_file.hpp"
+#include "tools/trace_flows.hpp"
 #include "tools/trace_tools.hpp"
 
 namespace ordo {
@@ -58,10 +64,10 @@ std::string short_list(capnp::List<int32_t>::Reader l, size_t shown = 4) {
 }
 
 struct file_timeline {
-  int pid;
-  double offset_us; // this file's start on the common clock
+  int pid = 0;
+  double offset_us = 0; // this file's start on the common clock
   std::map<std::string, int> tids;
-  json* events;
+  json* events = nullptr;
   size_t flows = 0;
 
   int tid(const std::string& lane) {
@@ -304,16 +310,26 @@ int run_trace_timeline(const std::vector<std::string>& paths, const std::string&
   for (auto& f : files)
     base_ms = std::min<uint64_t>(base_ms, f.header().getStartUnixMs());
 
+  node_flows cross;
+  try {
+    cross = match_node_flows(files);
+  } catch (const kj::Exception& e) {
+    std::cerr << "ordo trace timeline: a record does not decode: " << e.getDescription().cStr() << "\n";
+    return 2;
+  }
+  for (auto& why : cross.refusals)
+    std::cerr << "ordo trace timeline: " << why << "\n";
+
   json events = json::array();
   std::string nodes;
+  std::vector<file_timeline> tls(files.size());
   for (size_t k = 0; k < files.size(); ++k) {
     auto& f = files[k];
-    file_timeline tl;
+    file_timeline& tl = tls[k];
     tl.pid = static_cast<int>(k + 1);
-    tl.offset_us = static_cast<double>(f.header().getStartUnixMs() - base_ms) * 1000.0;
+    tl.offset_us = static_cast<double>(f.header().getStartUnixMs() - base_ms) * 1000.0 + cross.shift_us[k];
     tl.events = &events;
-    std::string node = f.header().getNode().cStr();
-    nodes += (k ? ", " : "") + node;
+    nodes += (k ? ", " : "") + std::string(f.header().getNode().cStr());
     try {
       add_file(f, tl);
     } catch (const kj::Exception& e) {
@@ -321,8 +337,24 @@ int run_trace_timeline(const std::vector<std::string>& paths, const std::string&
                 << "\n";
       return 2;
     }
+  }
+  for (const auto& flow : cross.flows) {
+    auto end = [&](const char* ph, const node_flow_end& at) {
+      file_timeline& tl = tls[at.file];
+      auto e = tl.event(ph, flow.name, at.lane, tl.offset_us + static_cast<double>(at.ts_ns) / 1000.0);
+      e["cat"] = "pd";
+      e["id"] = flow.id;
+      return e;
+    };
+    events.push_back(end("s", flow.from));
+    auto f = end("f", flow.to);
+    f["bp"] = "e";
+    events.push_back(std::move(f));
+  }
+  for (size_t k = 0; k < files.size(); ++k) {
+    file_timeline& tl = tls[k];
     events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", tl.pid}, {"tid", 0}, {"ts", 0},
-                      {"args", {{"name", node}}}});
+                      {"args", {{"name", files[k].header().getNode().cStr()}}}});
     events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", tl.pid}, {"tid", 0}, {"ts", 0},
                       {"args", {{"sort_index", tl.pid}}}});
     for (auto& [lane, tid] : tl.tids) {
@@ -346,6 +378,18 @@ int run_trace_timeline(const std::vector<std::string>& paths, const std::string&
   }
   std::cout << "wrote " << out_path << ": " << count << " events from " << files.size() << " file"
             << (files.size() == 1 ? "" : "s") << " (nodes: " << nodes << ")" << std::endl;
+  std::string links;
+  for (auto& l : cross.links)
+    links += (links.empty() ? " (" : "; ") + l;
+  std::cout << "flows between nodes: " << cross.flows.size() << links << (links.empty() ? "" : "; a request and its answer each)")
+            << std::endl;
+  for (size_t k = 0; k < files.size(); ++k)
+    if (cross.shift_us[k] != 0.0) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%+.3f", cross.shift_us[k] / 1000.0);
+      std::cout << "clock: " << files[k].header().getNode().cStr() << " moved by " << ms
+                << " ms so that its flows point forward (start stamps are whole milliseconds)" << std::endl;
+    }
   return 0;
 }
 
