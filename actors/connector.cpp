@@ -114,7 +114,13 @@ struct pd_state {
   store_actor local;
   std::function<store_actor(const std::string&)> peer_store;
   std::map<std::string, store_actor> peers;
-  std::unordered_map<uint64_t, std::string> request_peer; // requests whose loads go to a peer
+  // Requests whose loads go to a peer: the peer and the transfer id whose lease the loads' unpins
+  // release there.
+  struct peer_request {
+    std::string peer;
+    std::string transfer_id;
+  };
+  std::unordered_map<uint64_t, peer_request> request_peer;
   std::deque<uint64_t> request_order;                     // oldest first, to bound request_peer
   std::map<caf::actor_id, sequence_stamp> stamps;         // per store: its steps' (epoch, seq)
   sequence_check steps;
@@ -137,7 +143,7 @@ struct pd_state {
   }
   std::string peer_of(uint64_t request_id) const {
     auto it = request_peer.find(request_id);
-    return it == request_peer.end() ? std::string() : it->second;
+    return it == request_peer.end() ? std::string() : it->second.peer;
   }
 };
 
@@ -164,7 +170,8 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
       auto& st = self->state;
       st.io.received(self->current_sender(), lookup);
       const bool remote = !lookup.peer.empty();
-      if (remote && st.request_peer.emplace(lookup.request_id, lookup.peer).second) {
+      if (remote && st.request_peer.emplace(lookup.request_id, pd_state::peer_request{lookup.peer, lookup.transfer_id})
+                        .second) {
         st.request_order.push_back(lookup.request_id);
         while (st.request_order.size() > 65536) {
           st.request_peer.erase(st.request_order.front());
@@ -178,8 +185,9 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
       st.io.received(self->current_sender(), step);
       if (auto refused = out_of_order(self, step))
         return *refused;
-      // Split by store: a request's loads and their unpins go to its peer; saves, commits and
-      // evictions stay here. This node's store always gets a step (its answer carries the stats).
+      // Split by store: a request's loads and their unpins go to its peer (the unpins with the
+      // release of its lease there); saves, commits, evictions and leases stay here. This node's
+      // store always gets a step (its answer carries the stats).
       auto parts = std::make_shared<std::map<std::string, pd_part>>();
       auto part = [&](const std::string& peer) -> pd_part& {
         auto it = parts->find(peer);
@@ -191,8 +199,17 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
         return it->second;
       };
       part("").sub.evict_all = step.evict_all;
-      for (const auto& f : step.finished)
-        part(f.is_save ? std::string() : st.peer_of(f.request_id)).sub.finished.push_back(f);
+      part("").sub.leases = step.leases;
+      std::map<std::string, std::vector<std::string>> releases; // per peer: transfer ids
+      for (const auto& f : step.finished) {
+        auto pr = f.is_save ? st.request_peer.end() : st.request_peer.find(f.request_id);
+        const bool to_peer = pr != st.request_peer.end();
+        part(to_peer ? pr->second.peer : std::string()).sub.finished.push_back(f);
+        if (to_peer && !pr->second.transfer_id.empty()) {
+          releases[pr->second.peer].push_back(std::move(pr->second.transfer_id));
+          pr->second.transfer_id.clear(); // once per request
+        }
+      }
       for (size_t i = 0; i < step.loads.size(); ++i) {
         auto& p = part(st.peer_of(step.loads[i].request_id));
         p.sub.loads.push_back(step.loads[i]);
@@ -226,6 +243,7 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
               done.stats = answered.stats;
               done.num_evicted = answered.num_evicted;
               done.granularity = answered.granularity;
+              done.leases = std::move(answered.leases);
             }
           }
         } catch (const std::exception& e) {
@@ -236,6 +254,8 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
       for (auto& [peer, p] : *parts) {
         auto to_store = st.policy->step(p.sub);
         store_step s = to_store ? std::move(*to_store) : store_step{};
+        if (auto r = releases.find(peer); r != releases.end())
+          s.releases = std::move(r->second);
         auto& stamp = st.stamps.try_emplace(p.store.id(), sequence_stamp(1)).first->second;
         s.header = command_header{stamp.epoch(), stamp.next()};
         const std::string key = peer;

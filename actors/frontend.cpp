@@ -164,7 +164,7 @@ frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor schedu
                                   : render_completion(result, text, name, p.created);
         if (p.remote_decode && self->state.options.kv_transfer_params) {
           auto j = nlohmann::json::parse(body);
-          j["kv_transfer_params"] = self->state.options.kv_transfer_params(result.request_id);
+          j["kv_transfer_params"] = self->state.options.kv_transfer_params(result);
           body = j.dump();
         }
         p.responder->send(200, json_type, body);

@@ -78,9 +78,9 @@ struct frontend_options {
   // The tier /admin/evict names for the host tier: "cpu" (offload), "store" (a store server), or
   // "" (none); the other name is refused.
   std::string host_tier;
-  // P/D (connector "pd"): the kv_transfer_params a prefill answer carries (request id → object);
+  // P/D (connector "pd"): the kv_transfer_params a prefill answer carries (its result → object);
   // empty: answers carry none.
-  std::function<nlohmann::json(uint64_t request_id)> kv_transfer_params;
+  std::function<nlohmann::json(const completion_result& result)> kv_transfer_params;
   // Counts requests answered with an error (by HTTP status), called on any thread.
   std::function<void(int status)> on_error;
 };

@@ -237,6 +237,9 @@ int node::start() {
     so.local_namespace = opts.namespace_id;
     so.door_name = "store";
     so.tap = tap;
+    if (d.cfg.corrupt_commits != "none")
+      so.corrupt_commits_kind = static_cast<uint8_t>(d.cfg.corrupt_commits == "kv_chunk" ? object_kind::kv_chunk
+                                                                                         : object_kind::state_image);
     d.pd_shared = so.shared;
     auto server = spawn_store_server(sys, so);
     store = caf::actor_cast<store_actor>(server);
@@ -317,22 +320,30 @@ int node::start() {
                  "until an admin key is configured",
                  d.cfg.host);
   auto link = d.store_link;
-  fe_opts.render_metrics = [metrics, link] {
-    return link ? metrics->render() + render_store_link_metrics(link->view()) : metrics->render();
+  fe_opts.render_metrics = [metrics, link, pd = d.pd_shared] {
+    std::string text = metrics->render();
+    if (link)
+      text += render_store_link_metrics(link->view());
+    if (pd)
+      text += render_pd_lease_metrics(pd->view());
+    return text;
   };
-  fe_opts.host_tier = d.cfg.connector == connector_kind::store     ? "store"
-                      : d.cfg.connector == connector_kind::offload ? "cpu"
-                                                                   : "";
+  fe_opts.host_tier = d.cfg.connector == connector_kind::store                                ? "store"
+                      : d.cfg.connector == connector_kind::offload || is_pd(d.cfg.connector) ? "cpu"
+                                                                                              : "";
   auto engine_id = std::make_shared<std::string>();
   if (is_pd(d.cfg.connector)) {
     // What a prefill answer tells whoever fronts the pair (vLLM's shape): where to pull from.
-    fe_opts.kv_transfer_params = [engine_id, host = d.cfg.host, port = &d.actor_port](uint64_t request_id) {
+    // The transfer id names the lease (the prefill's request id, runtime/offload_policy.cpp).
+    fe_opts.kv_transfer_params = [engine_id, host = d.cfg.host, port = &d.actor_port](const completion_result& r) {
       return nlohmann::json{{"do_remote_decode", false},
                             {"do_remote_prefill", true},
                             {"remote_engine_id", *engine_id},
                             {"remote_host", host},
                             {"remote_port", *port},
-                            {"transfer_id", std::to_string(request_id)}};
+                            {"transfer_id", std::to_string(r.request_id)},
+                            {"lease_ms", r.lease_ms},
+                            {"lease_objects", r.lease_objects}};
     };
   }
   fe_opts.health_fields = [engine_id, link]() {

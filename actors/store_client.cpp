@@ -358,6 +358,7 @@ store_step_done unreachable(const client_state& st, const store_step& step, cons
   };
   refuse(step.pins, done.pins);
   refuse(step.reserves, done.reserves);
+  done.leased.assign(step.leases.size(), 0);
   return done;
 }
 
@@ -491,6 +492,7 @@ void forward_step(self_ptr self, uint64_t gen, const store_step& step, store_ste
             done.stats = got.stats;
             done.num_evicted = got.num_evicted;
             done.granularity = got.granularity;
+            done.leased = got.leased;
             // tcp: each granted object gets a staging range; one that does not fit is refused and
             // released in the session's next step.
             std::vector<staged_object> to_read;
@@ -661,6 +663,8 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
         // staging ranges (tcp) are given back, a commit's only after its bytes reached the store.
         store_step fwd;
         fwd.evict_all = step.evict_all;
+        fwd.leases = step.leases;     // P/D: leases and releases name transfers, not this
+        fwd.releases = step.releases; // session's grants: they pass through as they are
         std::vector<staged_object> writes;
         std::vector<uint64_t> give_back;
         for (const auto& k : step.commits) {

@@ -106,8 +106,18 @@ struct session {
   std::unordered_map<object_key, std::pair<uint64_t, uint64_t>, object_key_hash> extents;
 };
 
+// A P/D lease: the objects held for a decode node under one transfer id of one namespace.
+struct lease {
+  std::vector<object_key> held;
+  uint64_t generation = 0; // its expiry timer names it, so a renewed lease outlives the old timer
+};
+using lease_id = std::pair<uint64_t, std::string>; // namespace, transfer id
+
 struct store_server_state {
   std::unique_ptr<host_store> core;
+  std::map<lease_id, lease> leases;
+  uint64_t lease_generation = 0;
+  uint8_t corrupt_commits_kind = 255;
   uint64_t arena_bytes = 0;
   std::string granularity;
   std::string boot_id;
@@ -120,14 +130,33 @@ struct store_server_state {
   void publish() {
     const store_stats st = core ? core->stats() : store_stats{};
     const auto n = static_cast<int64_t>(sessions.size());
+    int64_t objects = 0;
+    for (const auto& [id, l] : leases)
+      objects += static_cast<int64_t>(l.held.size());
     shared->update([&](store_server_view& v) {
       v.stats = st;
       v.sessions = n;
+      v.leases_active = static_cast<int64_t>(leases.size());
+      v.leased_objects = objects;
     });
+  }
+
+  // Ends a lease: its objects may be evicted again. False if there is none of that id.
+  bool end_lease(const lease_id& id) {
+    auto it = leases.find(id);
+    if (it == leases.end())
+      return false;
+    for (const auto& k : it->second.held)
+      core->release_hold(k); // false only for an object a failed pin dropped meanwhile
+    leases.erase(it);
+    return true;
   }
 };
 
-using self_ptr = store_server_actor::stateful_pointer<store_server_state>;
+// The server as it is spawned: its public interface, plus its own lease timer (a lease's
+// (namespace, transfer id, generation), lease_ms after it was taken).
+using store_server_impl = store_server_actor::extend<caf::reacts_to<lease_expire_atom, uint64_t, std::string, uint64_t>>;
+using self_ptr = store_server_impl::stateful_pointer<store_server_state>;
 
 // The sender's session; an actor of this process (the node that owns the store, P/D) has one
 // without a hello when the server was given local_namespace.
@@ -198,6 +227,41 @@ std::variant<uint64_t, std::string> piece_at(const session& s, const object_key&
   return data_offset + offset;
 }
 
+// A step's releases, then its leases (P/D, docs/pd.md), in the session's namespace: a lease holds
+// the committed ones of its keys until a release names its transfer id or lease_ms pass; a new
+// lease of a transfer id still held replaces it. done.leased answers each lease with the objects
+// it holds.
+void apply_leases(self_ptr self, const session& s, const store_step& step, store_step_done& done) {
+  auto& st = self->state;
+  const uint64_t ns = s.namespace_id;
+  for (const auto& id : step.releases)
+    if (st.core && st.end_lease({ns, id})) {
+      st.shared->update([](store_server_view& v) { ++v.leases_released_total; });
+      spdlog::debug("store: engine {} released lease {}", s.engine_id, id);
+    }
+  done.leased.assign(step.leases.size(), 0);
+  for (size_t i = 0; i < step.leases.size() && st.core; ++i) {
+    const auto& order = step.leases[i];
+    const lease_id id{ns, order.transfer_id};
+    st.end_lease(id);
+    lease l;
+    l.generation = ++st.lease_generation;
+    for (const auto& k : order.keys)
+      if (k.namespace_id == ns && st.core->hold(k))
+        l.held.push_back(k);
+    if (l.held.empty() || order.lease_ms <= 0) {
+      for (const auto& k : l.held)
+        st.core->release_hold(k);
+      continue;
+    }
+    done.leased[i] = static_cast<int32_t>(l.held.size());
+    self->delayed_send(self, std::chrono::milliseconds(order.lease_ms), lease_expire_atom_v, ns, order.transfer_id,
+                       l.generation);
+    st.leases.emplace(id, std::move(l));
+    st.shared->update([](store_server_view& v) { ++v.leases_total; });
+  }
+}
+
 // The answer to a hello: a session for its sender, or a refusal naming both values.
 store_welcome welcome(self_ptr self, const store_hello& h) {
   auto& st = self->state;
@@ -249,7 +313,7 @@ store_welcome welcome(self_ptr self, const store_hello& h) {
   return w;
 }
 
-store_server_actor::behavior_type store_server(self_ptr self, store_server_options opt) {
+store_server_impl::behavior_type store_server(self_ptr self, store_server_options opt) {
   auto& st = self->state;
   if (opt.arena && opt.arena_bytes > 0)
     st.core = std::make_unique<host_store>(opt.arena, static_cast<size_t>(opt.arena_bytes));
@@ -257,6 +321,7 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
   st.granularity = opt.granularity;
   st.boot_id = opt.boot_id;
   st.local_namespace = opt.local_namespace;
+  st.corrupt_commits_kind = opt.corrupt_commits_kind;
   st.shared = opt.shared;
   st.shared->update([&](store_server_view& v) { v.granularity = opt.granularity; });
   st.io = door(opt.door_name, std::move(opt.tap));
@@ -361,6 +426,13 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
       keep_own(own.reserves, foreign_reserves);
       auto applied = apply(st.core.get(), own, s.namespace_id);
       track(s, own, applied.done);
+      if (st.corrupt_commits_kind != 255 && st.core)
+        for (const auto& k : own.commits)
+          if (k.kind == st.corrupt_commits_kind && st.core->test_corrupt(k, 4097)) {
+            spdlog::warn("store: faults.corrupt_commits: flipped a byte of object {:016x} after its commit", k.hash);
+            st.shared->update([](store_server_view& v) { ++v.commits_corrupted_total; });
+          }
+      apply_leases(self, s, step, applied.done);
       auto refuse_foreign = [&](const std::vector<object_ref>& orders, const std::vector<size_t>& foreign,
                                 std::vector<store_grant>& answers) {
         for (size_t i : foreign) {
@@ -408,13 +480,24 @@ store_server_actor::behavior_type store_server(self_ptr self, store_server_optio
       std::memcpy(st.core->arena() + std::get<uint64_t>(at), w.data.data(), w.data.size());
       return store_write_done{w.key, w.offset, w.data.size()};
     },
+    [self](lease_expire_atom, uint64_t ns, const std::string& transfer_id, uint64_t generation) {
+      auto& st = self->state;
+      auto it = st.leases.find({ns, transfer_id});
+      if (it == st.leases.end() || it->second.generation != generation)
+        return; // released, or replaced by a newer lease of the same transfer id
+      spdlog::info("store: lease {} expired before a decode node released it: {} objects may be evicted again",
+                   transfer_id, it->second.held.size());
+      st.end_lease(it->first);
+      st.shared->update([](store_server_view& v) { ++v.leases_expired_total; });
+      st.publish();
+    },
   };
 }
 
 } // namespace
 
 store_server_actor spawn_store_server(caf::actor_system& sys, store_server_options options) {
-  return sys.spawn(store_server, std::move(options));
+  return caf::actor_cast<store_server_actor>(sys.spawn(store_server, std::move(options)));
 }
 
 // --- HTTP bodies ------------------------------------------------------------------------------
@@ -430,6 +513,17 @@ std::string render_store_health(const store_server_view& v) {
       {"granularity", v.granularity},
   };
   return j.dump();
+}
+
+static void render_lease_metrics(metrics_registry& r, const store_server_view& v) {
+  r.gauge("ordo_pd_leases_active", "P/D leases held for decode nodes").set(static_cast<double>(v.leases_active));
+  r.gauge("ordo_pd_leased_objects", "Objects held by P/D leases").set(static_cast<double>(v.leased_objects));
+  const char* help = "P/D leases taken, and how they ended";
+  r.counter("ordo_pd_leases_total", help, {{"outcome", "taken"}}).inc(v.leases_total);
+  r.counter("ordo_pd_leases_total", help, {{"outcome", "released"}}).inc(v.leases_released_total);
+  r.counter("ordo_pd_leases_total", help, {{"outcome", "expired"}}).inc(v.leases_expired_total);
+  r.counter("ordo_faults_corrupted_commits_total", "Objects corrupted after their commit (faults.corrupt_commits)")
+      .inc(v.commits_corrupted_total);
 }
 
 std::string render_store_metrics(const store_server_view& v) {
@@ -462,6 +556,13 @@ std::string render_store_metrics(const store_server_view& v) {
         static_cast<int64_t>(v.requests_refused_total));
   count("ordo_store_sessions_ended_total", "Sessions whose node went away (pins and reservations released)",
         static_cast<int64_t>(v.sessions_ended_total));
+  render_lease_metrics(r, v);
+  return r.render_prometheus();
+}
+
+std::string render_pd_lease_metrics(const store_server_view& v) {
+  metrics_registry r;
+  render_lease_metrics(r, v);
   return r.render_prometheus();
 }
 

@@ -73,6 +73,13 @@ struct store_server_view {
   uint64_t hellos_refused_total = 0;
   uint64_t requests_refused_total = 0; // store_step / store_contains refused (no session, order)
   uint64_t sessions_ended_total = 0;
+  // P/D leases (docs/pd.md): held now, and how each one ended.
+  int64_t leases_active = 0;
+  int64_t leased_objects = 0;
+  uint64_t leases_total = 0;
+  uint64_t leases_released_total = 0;
+  uint64_t leases_expired_total = 0;
+  uint64_t commits_corrupted_total = 0; // faults.corrupt_commits
 };
 
 // The state the server actor shares with other threads (the HTTP thread, the process's main).
@@ -99,6 +106,9 @@ struct store_server_options {
   // The name its records carry in a trace: "store" when it is a node's own host tier (so the
   // trace checks see it as the node's store), "store_server" in `ordo store`.
   const char* door_name = "store_server";
+  // Fault injection (faults.corrupt_commits, a P/D node): flip one data byte of every object of
+  // this kind right after its commit, so a reader's checksum finds it (255 = none).
+  uint8_t corrupt_commits_kind = 255;
   std::shared_ptr<store_server_shared> shared = std::make_shared<store_server_shared>();
   trace_tap tap;
 };
@@ -108,7 +118,9 @@ store_server_actor spawn_store_server(caf::actor_system& sys, store_server_optio
 // GET /health's body: {"status":"ok","engine_id":…,"sessions":N,"objects":…,"bytes_used":…,
 // "capacity_bytes":…,"granularity":…}.
 std::string render_store_health(const store_server_view& v);
-// GET /metrics's body: Prometheus text, ordo_store_* series.
+// GET /metrics's body: Prometheus text, ordo_store_* series and the leases'.
 std::string render_store_metrics(const store_server_view& v);
+// The P/D lease series (ordo_pd_leases_*) alone, for a P/D node's own /metrics.
+std::string render_pd_lease_metrics(const store_server_view& v);
 
 } // namespace ordo

@@ -84,7 +84,10 @@ struct wire_type;
   X(store_read, StoreRead)                                                                       \
   X(store_read_done, StoreReadDone)                                                              \
   X(store_write, StoreWrite)                                                                     \
-  X(store_write_done, StoreWriteDone)
+  X(store_write_done, StoreWriteDone)                                                             \
+  X(lease_order, LeaseOrder)                                                                     \
+  X(lease_grant, LeaseGrant)                                                                     \
+  X(store_lease, StoreLease)
 
 ORDO_FOR_EACH_WIRE_TYPE(ORDO_WIRE_TYPE)
 

@@ -170,6 +170,8 @@ ORDO_MESSAGE_COMPARE(transfer_result)
 ORDO_MESSAGE_COMPARE(connector_step)
 ORDO_MESSAGE_COMPARE(transfer_grant)
 ORDO_MESSAGE_COMPARE(connector_step_done)
+ORDO_MESSAGE_COMPARE(lease_order)
+ORDO_MESSAGE_COMPARE(lease_grant)
 // store.hpp
 ORDO_MESSAGE_COMPARE(object_key)
 ORDO_MESSAGE_COMPARE(store_contains)
@@ -186,6 +188,7 @@ ORDO_MESSAGE_COMPARE(store_read)
 ORDO_MESSAGE_COMPARE(store_read_done)
 ORDO_MESSAGE_COMPARE(store_write)
 ORDO_MESSAGE_COMPARE(store_write_done)
+ORDO_MESSAGE_COMPARE(store_lease)
 
 #undef ORDO_MESSAGE_COMPARE
 #undef ORDO_MESSAGE_NE_PRINT

@@ -22,9 +22,10 @@ struct connector_lookup {
   std::vector<uint64_t> hashes;
   int32_t num_prompt_tokens = 0;
   std::string peer; // P/D: "HOST:PORT" of the prefill node to look up in ("" = this node's tiers)
+  std::string transfer_id; // P/D: the prefill node's lease of this prompt, released after the loads
 };
 
-ORDO_FIELDS(connector_lookup, request_id, hashes, num_prompt_tokens, peer)
+ORDO_FIELDS(connector_lookup, request_id, hashes, num_prompt_tokens, peer, transfer_id)
 
 // A KV chunk object the host tier holds for a prompt: blocks [first_block, first_block +
 // num_blocks), filed under `hash` (the prefix hash of its last block).
@@ -72,17 +73,28 @@ struct transfer_result {
 
 ORDO_FIELDS(transfer_result, request_id, key, is_save, ok)
 
+// P/D prefill (docs/pd.md): hold what a lookup of this prompt finds for the decode node, under a
+// lease named by the request id (the transfer id its answer carries).
+struct lease_order {
+  uint64_t request_id = 0;
+  std::vector<uint64_t> hashes; // the prompt's full-block hashes, as in connector_lookup
+  int32_t num_prompt_tokens = 0;
+};
+
+ORDO_FIELDS(lease_order, request_id, hashes, num_prompt_tokens)
+
 // scheduler → connector, in a loop turn that has transfers to prepare or finish, after the
-// pool step and before the step plan (seq contiguous).
+// pool step and before the step plan (seq contiguous). Leases apply after the commits.
 struct connector_step {
   command_header header;
   std::vector<transfer_result> finished;
   std::vector<transfer_order> loads;
   std::vector<transfer_order> saves;
   bool evict_all = false; // POST /admin/evict {"tier":"cpu"}: drop every unpinned object first
+  std::vector<lease_order> leases;
 };
 
-ORDO_FIELDS(connector_step, header, finished, loads, saves, evict_all)
+ORDO_FIELDS(connector_step, header, finished, loads, saves, evict_all, leases)
 
 // The connector's answer to one order: granted (store memory pinned or reserved at
 // data_offset) or refused with the reason.
@@ -97,6 +109,16 @@ struct transfer_grant {
 
 ORDO_FIELDS(transfer_grant, request_id, key, ok, status, data_offset, data_bytes)
 
+// The connector's answer to a lease_order: how many objects the lease holds, and for how long
+// (0 objects: nothing of the prompt is stored, or this connector holds no leases).
+struct lease_grant {
+  uint64_t request_id = 0;
+  int32_t num_objects = 0;
+  int64_t lease_ms = 0;
+};
+
+ORDO_FIELDS(lease_grant, request_id, num_objects, lease_ms)
+
 // connector → scheduler: one grant per order, in order.
 struct connector_step_done {
   command_header header;
@@ -105,8 +127,9 @@ struct connector_step_done {
   store_stats stats;
   int32_t num_evicted = 0; // objects dropped by evict_all
   std::string granularity; // the store's (SPEC D2): "" or "block" = block, "chunk" = chunk
+  std::vector<lease_grant> leases; // one per lease order, in order
 };
 
-ORDO_FIELDS(connector_step_done, header, loads, saves, stats, num_evicted, granularity)
+ORDO_FIELDS(connector_step_done, header, loads, saves, stats, num_evicted, granularity, leases)
 
 } // namespace ordo

@@ -32,6 +32,7 @@ struct CompletionRequest {
   stop @8 :List(StopSequence);
   remoteDecode @9 :Bool;   # P/D: prefill for a decode node (kv_transfer_params.do_remote_decode)
   kvPeer @10 :Text;        # P/D: HOST:PORT of the prefill node holding this prompt
+  kvTransferId @11 :Text;  # P/D: the prefill node's transfer id (its lease)
 }
 
 struct StopSequence {
@@ -68,6 +69,8 @@ struct CompletionResult {
   interTokenMs @14 :List(Float32);
   reasonKind @15 :ResumeReason;
   fromPeer @16 :Int32;     # prompt tokens pulled from a prefill node
+  leaseObjects @17 :Int32; # P/D prefill: objects held for the decode node
+  leaseMs @18 :Int64;      # ... and for how long
 }
 
 # Ordinals match enum class resume_reason (messages/request.hpp).
@@ -232,6 +235,7 @@ struct ConnectorLookup {
   hashes @1 :List(UInt64);
   numPromptTokens @2 :Int32;
   peer @3 :Text;           # P/D: the prefill node to look up in ("" = this node's tiers)
+  transferId @4 :Text;     # P/D: the prefill node's lease, released after the loads
 }
 
 struct ConnectorLookupDone {
@@ -269,6 +273,19 @@ struct ConnectorStep {
   loads @2 :List(TransferOrder);
   saves @3 :List(TransferOrder);
   evictAll @4 :Bool;
+  leases @5 :List(LeaseOrder);  # P/D prefill: hold the prompt's objects for the decode node
+}
+
+struct LeaseOrder {
+  requestId @0 :UInt64;
+  hashes @1 :List(UInt64);
+  numPromptTokens @2 :Int32;
+}
+
+struct LeaseGrant {
+  requestId @0 :UInt64;
+  numObjects @1 :Int32;
+  leaseMs @2 :Int64;
 }
 
 struct TransferGrant {
@@ -287,6 +304,7 @@ struct ConnectorStepDone {
   stats @3 :StoreStats;
   numEvicted @4 :Int32;
   granularity @5 :Text;  # the store's: "" or "block" = block, "chunk" = chunk (SPEC D2)
+  leases @6 :List(LeaseGrant);
 }
 
 # --- messages/store.hpp -----------------------------------------------------------------------
@@ -346,6 +364,14 @@ struct StoreStep {
   pins @4 :List(ObjectRef);
   reserves @5 :List(ObjectRef);
   evictAll @6 :Bool;
+  leases @7 :List(StoreLease);  # P/D: hold objects for a decode node
+  releases @8 :List(Text);      # P/D: transfer ids whose leases end
+}
+
+struct StoreLease {
+  transferId @0 :Text;
+  keys @1 :List(ObjectKey);
+  leaseMs @2 :Int64;
 }
 
 struct StoreStepDone {
@@ -355,6 +381,7 @@ struct StoreStepDone {
   stats @3 :StoreStats;
   numEvicted @4 :Int32;
   granularity @5 :Text;  # the store's: "" or "block" = block, "chunk" = chunk (SPEC D2)
+  leased @6 :List(Int32);       # per lease: the objects it holds
 }
 
 struct StoreCorrupt {

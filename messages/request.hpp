@@ -44,13 +44,15 @@ struct completion_request {
   std::vector<media_span> media; // sorted by offset, not overlapping, inside the prompt
   std::vector<stop_sequence> stop;
   // P/D (kv_transfer_params, docs/pd.md): `remote_decode`: this node prefills for a decode node;
-  // `kv_peer`: "HOST:PORT" of the prefill node whose host tier holds this prompt's KV and state.
+  // `kv_peer`: "HOST:PORT" of the prefill node whose host tier holds this prompt's KV and state;
+  // `kv_transfer_id`: the prefill node's transfer id, whose lease the decode node releases.
   bool remote_decode = false;
   std::string kv_peer;
+  std::string kv_transfer_id;
 };
 
 ORDO_FIELDS(completion_request, request_id, prompt, max_tokens, temperature, seed, stream,
-            cache_salt, media, stop, remote_decode, kv_peer)
+            cache_salt, media, stop, remote_decode, kv_peer, kv_transfer_id)
 
 // scheduler → frontend: one sampled token of a streaming request, in order.
 struct completion_chunk {
@@ -108,11 +110,14 @@ struct completion_result {
   std::vector<float> inter_token_ms;  // gaps between consecutive sampled tokens
   resume_reason reason_kind = resume_reason::cold; // the class of `reason`
   int32_t from_peer = 0; // prompt tokens pulled from a prefill node (P/D, kv_peer)
+  // P/D prefill (remote_decode): the objects held for the decode node and for how long.
+  int32_t lease_objects = 0;
+  int64_t lease_ms = 0;
 };
 
 ORDO_FIELDS(completion_result, request_id, token_ids, finish_reason, prompt_tokens, cached_tokens,
             resume_at, from_hbm, from_cpu, from_store, reason, logits_digest, num_preemptions,
-            duration_ms, first_token_ms, inter_token_ms, reason_kind, from_peer)
+            duration_ms, first_token_ms, inter_token_ms, reason_kind, from_peer, lease_objects, lease_ms)
 
 // scheduler → frontend: the request could not be served.
 struct completion_failed {

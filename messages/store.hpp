@@ -92,10 +92,21 @@ struct store_grant {
 
 ORDO_FIELDS(store_grant, key, ok, status, data_offset, data_bytes)
 
+// P/D (docs/pd.md): a store server holds the committed ones of `keys` (kept from eviction, not
+// pinned for reading) under `transfer_id` until a release names it or `lease_ms` pass.
+struct store_lease {
+  std::string transfer_id;
+  std::vector<object_key> keys;
+  int64_t lease_ms = 0;
+};
+
+ORDO_FIELDS(store_lease, transfer_id, keys, lease_ms)
+
 // connector → store, once per connector step. Applied in this order: commits (saves whose device
-// copy completed), aborts, unpins (loads completed), evict_all (every unpinned committed object),
-// pins (loads to issue), reserves (saves to issue). Every pin or reserve is answered in
-// store_step_done, in order.
+// copy completed), aborts, unpins (loads completed), releases (leases a decode node is done
+// with), evict_all (every unpinned committed object), pins (loads to issue), reserves (saves to
+// issue), leases. Every pin, reserve and lease is answered in store_step_done, in order. Leases
+// and releases are a store server's (the in-process store answers every lease with 0 objects).
 struct store_step {
   command_header header;
   std::vector<object_key> commits;
@@ -104,9 +115,11 @@ struct store_step {
   std::vector<object_ref> pins;
   std::vector<object_ref> reserves;
   bool evict_all = false;
+  std::vector<store_lease> leases;
+  std::vector<std::string> releases; // transfer ids
 };
 
-ORDO_FIELDS(store_step, header, commits, aborts, unpins, pins, reserves, evict_all)
+ORDO_FIELDS(store_step, header, commits, aborts, unpins, pins, reserves, evict_all, leases, releases)
 
 struct store_step_done {
   command_header header;
@@ -115,9 +128,10 @@ struct store_step_done {
   store_stats stats;
   int32_t num_evicted = 0;
   std::string granularity; // the store's (SPEC D2): "" or "block" = block, "chunk" = chunk
+  std::vector<int32_t> leased; // per lease: the objects it holds
 };
 
-ORDO_FIELDS(store_step_done, header, pins, reserves, stats, num_evicted, granularity)
+ORDO_FIELDS(store_step_done, header, pins, reserves, stats, num_evicted, granularity, leased)
 
 // Test hook (node::test_corrupt_store): flips one data byte of every committed object of `kind`.
 // Answered with the number of objects changed.

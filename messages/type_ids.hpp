@@ -59,8 +59,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(ordo, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(ordo, (ordo::store_read_done))
   CAF_ADD_TYPE_ID(ordo, (ordo::store_write))
   CAF_ADD_TYPE_ID(ordo, (ordo::store_write_done))
+  CAF_ADD_TYPE_ID(ordo, (ordo::lease_order))
+  CAF_ADD_TYPE_ID(ordo, (ordo::lease_grant))
+  CAF_ADD_TYPE_ID(ordo, (ordo::store_lease))
   // The node's store client (actors/store_client.hpp): connect as this engine id; try again.
   CAF_ADD_ATOM(ordo, ordo, store_connect_atom, "sconnect")
   CAF_ADD_ATOM(ordo, ordo, store_retry_atom, "sretry")
+  // A store server's own timer: the lease (namespace, transfer id, generation) ran out.
+  CAF_ADD_ATOM(ordo, ordo, lease_expire_atom, "lexpire")
 
 CAF_END_TYPE_ID_BLOCK(ordo)

@@ -400,6 +400,11 @@ std::optional<api_error> parse_sampling(const json& body, const api_limits& limi
                    (port == v->end() ? std::string("nothing") : described(*port)));
       req.kv_peer = host->get<std::string>() + ":" + std::to_string(port->get<int64_t>());
     }
+    if (auto t = v->find("transfer_id"); t != v->end() && !t->is_null()) {
+      if (!t->is_string() || t->get<std::string>().size() > 128)
+        return bad("kv_transfer_params.transfer_id must be a string of at most 128 bytes, got " + described(*t));
+      req.kv_transfer_id = t->get<std::string>();
+    }
   }
 
   if (const json* v = field(body, "model"); v && !v->is_string())

@@ -44,19 +44,21 @@ const toml_config::schema& node_schema() {
       {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
       {"kv_transfer", {"connector", "kv_role", "config"}},
       {"store", {"capacity_mb", "address", "transport", "expect_identity", "deadline_ms"}},
+      {"pd", {"lease_ms", "transport"}},
       {"node", {"engine_id"}},
       {"server",
        {"host", "port", "actor_port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
         "max_body_bytes", "api_key", "admin_key"}},
       {"log", {"level"}},
       {"trace", {"path", "node"}},
-      {"faults", {"drop_edge"}},
+      {"faults", {"drop_edge", "corrupt_commits"}},
     };
     x.string_keys = {"model.preset",       "model.size",         "model.kv_dtype",     "device.kind",
                      "device.matmul",      "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config",
                      "store.address",      "store.transport",    "store.expect_identity", "node.engine_id",
                      "server.host",        "server.api_key",     "server.admin_key",   "log.level",
-                     "trace.path",         "trace.node",         "faults.drop_edge"};
+                     "trace.path",         "trace.node",         "faults.drop_edge",   "pd.transport",
+                     "faults.corrupt_commits"};
     x.is_secret_key = is_secret_key;
     return x;
   }();
@@ -128,6 +130,8 @@ const std::string rule_address = "\"HOST:PORT\", the actor endpoint `ordo store`
 const std::string rule_deadline = "between 100 and 600000 (milliseconds)";
 const std::string rule_engine_id = "\"\" (derived) or 1 to 64 letters, digits, '_', '-' or '.'";
 const std::vector<std::string> store_transports = {"shm", "tcp"};
+const std::vector<std::string> corrupt_kinds = {"none", "kv_chunk", "state_image"};
+const std::string rule_lease_ms = "between 0 (no lease) and 3600000 milliseconds";
 const std::string rule_timeout = "between 1 and 3600 (seconds)";
 const std::string rule_max_connections = "between 1 and 65536";
 const std::string rule_max_body_bytes =
@@ -255,6 +259,8 @@ node_config from_table(const toml::table& root) {
   r.string("store", "expect_identity", cfg.store_expect_identity, "a store engine id (\"\" = any)");
   i32("store", "deadline_ms", cfg.store_deadline_ms, rule_deadline);
   apply_kv_transfer_json(r, cfg);
+  cfg.pd_lease_ms = r.integer("pd", "lease_ms", cfg.pd_lease_ms, 0, 3600000, rule_lease_ms);
+  r.string("pd", "transport", cfg.pd_transport, "one of " + join(store_transports));
   r.string("node", "engine_id", cfg.engine_id, rule_engine_id);
 
   r.string("server", "host", cfg.host, rule_host);
@@ -272,6 +278,7 @@ node_config from_table(const toml::table& root) {
   r.string("trace", "path", cfg.trace_path, "a file path (\"\" = no recording)");
   r.string("trace", "node", cfg.trace_node, "a name for this node in a timeline");
   r.choice("faults", "drop_edge", cfg.drop_edge, fault_edge_names);
+  r.string("faults", "corrupt_commits", cfg.corrupt_commits, "one of " + join(corrupt_kinds));
   return cfg;
 }
 
@@ -342,6 +349,13 @@ void validate(const node_config& cfg) {
         "at least 1 with store.transport = \"tcp\" (the node's staging arena for the store's bytes)");
   if (cfg.store_deadline_ms < 100 || cfg.store_deadline_ms > 600000)
     bad("store.deadline_ms", cfg.store_deadline_ms, rule_deadline);
+  if (cfg.pd_lease_ms < 0 || cfg.pd_lease_ms > 3600000)
+    bad("pd.lease_ms", cfg.pd_lease_ms, rule_lease_ms);
+  check_choice("pd.transport", cfg.pd_transport, store_transports);
+  check_choice("faults.corrupt_commits", cfg.corrupt_commits, corrupt_kinds);
+  if (cfg.corrupt_commits != "none" && cfg.connector != connector_kind::pd)
+    fail("faults.corrupt_commits = " + in_quotes(cfg.corrupt_commits) +
+         ": corrupts what a P/D node's host tier commits; it needs kv_transfer.connector = \"pd\"");
   if (!toml_config::is_name(cfg.store_expect_identity))
     fail("store.expect_identity = " + in_quotes(cfg.store_expect_identity) + ": must be " + rule_engine_id);
   if (!toml_config::is_name(cfg.engine_id))
@@ -386,6 +400,8 @@ std::string describe(const node_config& cfg) {
        << " store.deadline_ms=" << cfg.store_deadline_ms;
   if (!cfg.store_expect_identity.empty())
     os << " store.expect_identity=" << cfg.store_expect_identity;
+  if (cfg.connector == connector_kind::pd || cfg.connector == connector_kind::pd_kv)
+    os << " pd.lease_ms=" << cfg.pd_lease_ms << " pd.transport=" << cfg.pd_transport;
   if (!cfg.engine_id.empty())
     os << " node.engine_id=" << cfg.engine_id;
   os
@@ -403,6 +419,8 @@ std::string describe(const node_config& cfg) {
     os << " trace.node=" << cfg.trace_node;
   if (cfg.drop_edge != fault_edge::none)
     os << " faults.drop_edge=" << to_string(cfg.drop_edge);
+  if (cfg.corrupt_commits != "none")
+    os << " faults.corrupt_commits=" << cfg.corrupt_commits;
   return os.str();
 }
 

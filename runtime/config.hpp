@@ -63,6 +63,11 @@ struct node_config {
   std::string store_transport = "shm";
   std::string store_expect_identity;
   int32_t store_deadline_ms = 5000;
+  // [pd] (connector "pd", docs/pd.md): how long a prefill node holds a transfer's objects for the
+  // decode node (0 = no lease: they are kept like any host-tier object), and how a decode node
+  // pulls them ("shm": the prefill node's arena mapped on this host; "tcp": as CAF messages).
+  int64_t pd_lease_ms = 30000;
+  std::string pd_transport = "shm";
   // [node]
   std::string engine_id; // "" = derived from the HTTP port, an instance nonce and the boot id
   // [server]
@@ -85,6 +90,9 @@ struct node_config {
   std::string trace_node = "node"; // this node's name in a timeline of several nodes
   // [faults]
   fault_edge drop_edge = fault_edge::none; // testing trace check only: leaves one step edge out
+  // Testing only (connector "pd"): flip a data byte of every object of this kind right after its
+  // commit ("none" | "kv_chunk" | "state_image"), so readers find a bad checksum.
+  std::string corrupt_commits = "none";
 };
 
 // The config as a TOML document that parse_config reads back to the same config, without the

@@ -208,12 +208,39 @@ bool host_store::unpin(const object_key& key) {
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second.pins == 0)
     return false;
-  object& o = it->second;
-  if (--o.pins == 0) {
-    o.on_lru = true;
-    o.lru_pos = lru_.insert(lru_.end(), key);
-  }
+  --it->second.pins;
+  to_lru_if_idle(key, it->second);
   return true;
+}
+
+bool host_store::hold(const object_key& key) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || !it->second.committed)
+    return false;
+  object& o = it->second;
+  if (o.on_lru) {
+    lru_.erase(o.lru_pos);
+    o.on_lru = false;
+  }
+  ++o.holds;
+  return true;
+}
+
+bool host_store::release_hold(const object_key& key) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second.holds == 0)
+    return false;
+  --it->second.holds;
+  to_lru_if_idle(key, it->second);
+  return true;
+}
+
+// An object nobody pins or holds goes back on the LRU, as the most recently used.
+void host_store::to_lru_if_idle(const object_key& key, object& o) {
+  if (o.pins != 0 || o.holds != 0 || o.on_lru)
+    return;
+  o.on_lru = true;
+  o.lru_pos = lru_.insert(lru_.end(), key);
 }
 
 bool host_store::test_corrupt(const object_key& key, size_t data_byte) {
@@ -293,11 +320,11 @@ std::string host_store::check_invariants() const {
       return name + " has header kind " + std::to_string(o.header.kind);
     if (o.committed != (o.header.magic == object_magic))
       return name + " is " + (o.committed ? "" : "not ") + "committed but its magic says otherwise";
-    if (!o.committed && (o.pins != 0 || o.on_lru))
-      return name + " is being written but pinned or on the LRU";
-    if (o.pins < 0)
-      return name + " has a negative pin count";
-    const bool should_be_on_lru = o.committed && o.pins == 0;
+    if (!o.committed && (o.pins != 0 || o.holds != 0 || o.on_lru))
+      return name + " is being written but pinned, held or on the LRU";
+    if (o.pins < 0 || o.holds < 0)
+      return name + " has a negative pin or hold count";
+    const bool should_be_on_lru = o.committed && o.pins == 0 && o.holds == 0;
     if (o.on_lru != should_be_on_lru)
       return name + " is " + (o.on_lru ? "" : "not ") + "on the LRU";
     if (o.on_lru && !(*o.lru_pos == key))
@@ -427,6 +454,7 @@ store_step_applied apply(host_store* store, const store_step& step, std::optiona
     out.done.pins.push_back(pin_one(store, o));
   for (const auto& o : step.reserves)
     out.done.reserves.push_back(reserve_one(store, o));
+  out.done.leased.assign(step.leases.size(), 0); // leases are a store server's (it fills these)
   out.done.stats = store ? store->stats() : store_stats{};
   return out;
 }

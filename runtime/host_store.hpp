@@ -6,7 +6,8 @@
 //   reserve ──► WRITING (invisible: contains() and pin() do not see it) ──commit──► COMMITTED
 //      └──────────────abort────────────► gone                  │
 //   COMMITTED ──pin (header and checksum verified)──► pinned (never evicted) ──unpin──► COMMITTED
-//   COMMITTED and unpinned ──LRU victim of a reserve that does not fit──► gone
+//   COMMITTED ──hold (a P/D lease; not verified)──► held (never evicted) ──release_hold──► COMMITTED
+//   COMMITTED, unpinned and unheld ──LRU victim of a reserve that does not fit──► gone
 // An object is stored at one offset of the arena: a 64-byte-aligned object_header, then its data
 // (64-byte aligned). The header is written by commit(), with the checksum of the data
 // (runtime/checksum.hpp: an xxh64 tree hashed by several threads).
@@ -100,6 +101,11 @@ public:
                  object_header& header, size_t& data_offset);
   // Drops one pin. False if `key` is not pinned.
   bool unpin(const object_key& key);
+  // Keeps a committed object from eviction without reading it (a P/D lease holds what a decode
+  // node will pin); holds nest. False if `key` is not committed.
+  bool hold(const object_key& key);
+  // Drops one hold. False if `key` is not held (it may have been dropped by a failed pin).
+  bool release_hold(const object_key& key);
   // Evicts every committed, unpinned object (POST /admin/evict {"tier":"cpu"}), or only those
   // of one namespace (a store server evicting for one node); returns how many. Pinned objects
   // and reservations stay.
@@ -131,6 +137,7 @@ private:
     object_header header;
     bool committed = false;
     int32_t pins = 0;
+    int32_t holds = 0;
     bool on_lru = false;
     std::list<object_key>::iterator lru_pos;
   };
@@ -138,6 +145,7 @@ private:
   bool allocate(size_t span, size_t& offset);
   void release_range(size_t offset, size_t span);
   void drop(const object_key& key);
+  void to_lru_if_idle(const object_key& key, object& o);
 
   uint8_t* arena_;
   size_t capacity_;

@@ -95,6 +95,11 @@ void node_metrics::observe(const scheduler_stats& s, const completion_result* fi
         last_.bytes_loaded, {{"direction", "load"}});
   count("ordo_offload_bytes_total", "Bytes moved between page units and the host tier", s.bytes_saved,
         last_.bytes_saved, {{"direction", "save"}});
+  const char* pull_help = "P/D requests that named a prefill node: pulled from it, or recomputed here because it "
+                          "held nothing usable (missed) or its loads were refused (failed)";
+  count("ordo_pd_pulls_total", pull_help, s.pd_pulls_ok, last_.pd_pulls_ok, {{"outcome", "pulled"}});
+  count("ordo_pd_pulls_total", pull_help, s.pd_pulls_missed, last_.pd_pulls_missed, {{"outcome", "missed"}});
+  count("ordo_pd_pulls_total", pull_help, s.pd_pulls_failed, last_.pd_pulls_failed, {{"outcome", "failed"}});
   const auto &st = s.store, &was = last_.store;
   count("ordo_store_commits_total", "Objects committed (visible) in the host tier", st.commits_total, was.commits_total);
   count("ordo_store_evictions_total", "Objects evicted from the host tier (LRU)", st.evictions_total,

@@ -57,6 +57,7 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
     p.loads = role_loads;
     p.saves = role_saves;
     p.name = to_string(cfg.connector);
+    p.lease_ms = pd && role_saves ? cfg.pd_lease_ms : 0;
     o.offload = p;
   }
 
@@ -81,6 +82,7 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
   s.namespace_id = o.namespace_id;
   s.offload = offload;
   s.host_tier_is_store = store;
+  s.pd = pd;
   s.offload_loads = role_loads;
   s.offload_saves = role_saves;
   s.chunk_size = cfg.chunk_size;

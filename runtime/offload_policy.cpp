@@ -19,15 +19,20 @@ object_key offload_policy::state_key(uint64_t block_hash) const {
   return {opt_.namespace_id, block_hash, static_cast<uint8_t>(object_kind::state_image)};
 }
 
+std::vector<object_key> offload_policy::keys_of(const std::vector<uint64_t>& hashes) const {
+  std::vector<object_key> keys;
+  keys.reserve(2 * hashes.size());
+  for (auto h : hashes) {
+    keys.push_back(kv_key(h));
+    keys.push_back(state_key(h));
+  }
+  return keys;
+}
+
 store_contains offload_policy::probe(const connector_lookup& lookup) const {
   store_contains out;
-  if (!opt_.loads)
-    return out;
-  out.keys.reserve(2 * lookup.hashes.size());
-  for (auto h : lookup.hashes) {
-    out.keys.push_back(kv_key(h));
-    out.keys.push_back(state_key(h));
-  }
+  if (opt_.loads)
+    out.keys = keys_of(lookup.hashes);
   return out;
 }
 
@@ -97,6 +102,8 @@ store_step offload_policy::to_store(const connector_step& step) const {
   if (opt_.saves)
     for (const auto& s : step.saves)
       out.reserves.push_back(s.object);
+  for (const auto& l : step.leases)
+    out.leases.push_back({std::to_string(l.request_id), keys_of(l.hashes), opt_.lease_ms});
   return out;
 }
 
@@ -128,6 +135,8 @@ connector_step_done offload_policy::from_store(const connector_step& step, const
   };
   grants(step.loads, opt_.loads, done.pins, "kv_role kv_producer does not load", out.loads);
   grants(step.saves, opt_.saves, done.reserves, "kv_role kv_consumer does not save", out.saves);
+  for (size_t i = 0; i < step.leases.size(); ++i)
+    out.leases.push_back({step.leases[i].request_id, i < done.leased.size() ? done.leased[i] : 0, opt_.lease_ms});
   return out;
 }
 

@@ -21,6 +21,7 @@ struct offload_options {
   bool loads = true;  // kv_role kv_both or kv_consumer
   bool saves = true;  // kv_role kv_both or kv_producer
   std::string name = "offload";
+  int64_t lease_ms = 0; // P/D prefill (pd.lease_ms): a lease order holds the prompt's objects this long
 };
 
 class offload_policy {
@@ -32,8 +33,10 @@ public:
   object_key state_key(uint64_t block_hash) const;
 
   // The keys a lookup asks the store about: for every full block j of the prompt (1-based), the
-  // KV object and the state image filed under its hash, in that order.
+  // KV object and the state image filed under its hash, in that order (none if kv_role does not
+  // load). A lease holds the same keys of its prompt (keys_of), whatever the role.
   store_contains probe(const connector_lookup& lookup) const;
+  std::vector<object_key> keys_of(const std::vector<uint64_t>& block_hashes) const;
   // Reads the store's answer to probe(lookup): contiguous KV coverage from token 0 (whole
   // chunks, then at most one partial chunk starting on the chunk grid) and the state boundaries.
   // A store of granularity "chunk" (found.granularity, SPEC D2): whole chunks only and state
@@ -43,7 +46,8 @@ public:
 
   // The store step for a connector step: finished saves committed or aborted, finished loads
   // unpinned, an eviction of every unpinned object if asked, loads pinned and saves reserved
-  // (those kv_role allows; the rest are refused here).
+  // (those kv_role allows; the rest are refused here), and each lease order as a store lease of
+  // the keys a lookup of its prompt probes, named by its request id (the transfer id).
   store_step to_store(const connector_step& step) const;
   // Grants for every order of `step`, in order, from the store's answer to to_store(step); the
   // store's granularity travels on. (to_store cannot know it: it runs before the answer.)

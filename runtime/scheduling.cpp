@@ -126,6 +126,9 @@ struct scheduling::impl {
   step_plan plan_in_progress;
   std::vector<transfer_result> step_finished, pending_finished; // transfers of the step / to report
   std::vector<uint64_t> step_parked;                            // requests whose loads are in the step
+  // P/D prefill: leases to take in the next connector step, and the results that wait for them.
+  std::vector<lease_order> pending_leases;
+  std::map<uint64_t, completion_result> held_results;
   bool chunk_store = false; // the store's granularity is "chunk" (SPEC D2), per its latest answer
 
   explicit impl(const scheduler_options& o)
@@ -207,7 +210,15 @@ struct scheduling::impl {
     res.duration_ms = now_ms - r.arrival_ms;
     res.first_token_ms = r.first_token_ms;
     res.inter_token_ms = std::move(r.inter_token_ms);
-    outbox.results.push_back(std::move(res));
+    if (opt.pd && r.spec.remote_decode) { // answered once its objects are committed and leased
+      const auto full = static_cast<size_t>(r.spec.prompt.size()) / static_cast<size_t>(opt.block_size);
+      pending_leases.push_back({r.spec.request_id,
+                                std::vector<uint64_t>(r.hashes.begin(), r.hashes.begin() + std::min(full, r.hashes.size())),
+                                static_cast<int32_t>(r.spec.prompt.size())});
+      held_results.emplace(r.spec.request_id, std::move(res));
+    } else {
+      outbox.results.push_back(std::move(res));
+    }
     ++stats.num_finished;
     requests.erase(r.spec.request_id);
   }
@@ -291,7 +302,7 @@ struct scheduling::impl {
       return 0;
     if (!opt.has_recurrent_state)
       return usable / opt.block_size * opt.block_size;
-    if (opt.checkpoint_interval == 0 || opt.units_per_image == 0)
+    if ((opt.checkpoint_interval == 0 && !r.peer_lookup) || opt.units_per_image == 0)
       return 0;
     int32_t best = 0;
     for (auto p : r.cpu_state_positions)
@@ -470,7 +481,8 @@ void scheduling::add(const completion_request& spec, double now_ms) {
   r.root = prefix_root(d.opt.namespace_id, spec.cache_salt);
   r.arrival_ms = now_ms;
   d.requests.emplace(spec.request_id, std::move(r));
-  d.outbox.lookups.push_back({spec.request_id, {}, static_cast<int32_t>(spec.prompt.size()), spec.kv_peer});
+  d.outbox.lookups.push_back(
+      {spec.request_id, {}, static_cast<int32_t>(spec.prompt.size()), spec.kv_peer, spec.kv_transfer_id});
   auto& stored = d.requests.at(spec.request_id);
   d.ensure_hashes(stored, stored.tokens.size());
   d.outbox.lookups.back().hashes = stored.hashes;
@@ -490,6 +502,8 @@ void scheduling::on_lookup_done(const connector_lookup_done& done) {
   r.peer_lookup = done.from_peer;
   if (d.opt.offload && d.opt.offload_loads)
     r.cpu_boundary = d.host_boundary(r, done.cpu_tokens);
+  if (r.peer_lookup && r.cpu_boundary == 0)
+    ++d.stats.pd_pulls_missed; // nothing usable at the prefill node: computed here
   // Whole chunks already stored (here, not at a peer) need no save.
   for (const auto& c : done.cpu_chunks) {
     if (r.peer_lookup)
@@ -514,7 +528,8 @@ bool scheduling::has_work() const {
   return !d.running.empty() || !d.waiting.empty() || !d.evicts_pending.empty() || !d.to_release.empty() ||
          !d.cancels_pending.empty() ||
          !d.pending_ready.empty() || !d.pending_unpins.empty() || !d.pending_commits.empty() ||
-         !d.pending_finished.empty() || !d.cpu_evicts_pending.empty() || !d.pending_aborts.empty();
+         !d.pending_finished.empty() || !d.cpu_evicts_pending.empty() || !d.pending_aborts.empty() ||
+         !d.pending_leases.empty();
 }
 
 bool scheduling::idle() const { return impl_->loop == loop_state::idle; }
@@ -575,9 +590,12 @@ std::optional<pool_step> scheduling::next_pool_step() {
       if (d.opt.checkpoint_interval == 0)
         g.max_hit_blocks = 0;
       g.units_per_image = d.opt.units_per_image;
+      // P/D: the decode node resumes at the prompt-end anchor, so a prefill keeps it even when
+      // this node keeps no checkpoints for itself.
+      const int32_t interval =
+          d.opt.checkpoint_interval == 0 && d.opt.pd && r.spec.remote_decode ? -1 : d.opt.checkpoint_interval;
       if (d.opt.units_per_image > 0)
-        for (auto p : checkpoint_positions(static_cast<int32_t>(r.spec.prompt.size()), d.opt.block_size,
-                                           d.opt.checkpoint_interval))
+        for (auto p : checkpoint_positions(static_cast<int32_t>(r.spec.prompt.size()), d.opt.block_size, interval))
           g.checkpoints.push_back({p, r.hashes[static_cast<size_t>(p / d.opt.block_size) - 1]});
       // Units for the state image a host-tier load would bring (becomes an HBM checkpoint, or
       // lands in private units when another request already copies an image there).
@@ -741,7 +759,8 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
   for (const auto& sr : plan.requests)
     d.prepare_saves(d.requests.at(sr.request_id), sr.first_position + static_cast<int32_t>(sr.token_ids.size()), plan,
                     saves);
-  if (loads.empty() && saves.empty() && d.pending_finished.empty() && d.cpu_evicts_pending.empty())
+  if (loads.empty() && saves.empty() && d.pending_finished.empty() && d.cpu_evicts_pending.empty() &&
+      d.pending_leases.empty())
     return d.emit(std::move(plan));
   connector_step cs;
   cs.header = {d.connector_stamp.epoch(), d.connector_stamp.next()};
@@ -749,6 +768,7 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
   cs.evict_all = !d.cpu_evicts_pending.empty();
   d.cpu_evicts_in_flight.swap(d.cpu_evicts_pending);
   cs.finished.swap(d.pending_finished);
+  cs.leases.swap(d.pending_leases);
   cs.loads = std::move(loads);
   cs.saves = std::move(saves);
   d.connector_in_flight = cs;
@@ -779,6 +799,18 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
   for (auto& e : d.cpu_evicts_in_flight)
     d.outbox.evictions.push_back({e.request_id, e.tier, done.num_evicted});
   d.cpu_evicts_in_flight.clear();
+  // P/D prefill: the held results go out now that their objects are committed and leased.
+  for (size_t i = 0; i < d.connector_in_flight.leases.size(); ++i) {
+    auto held = d.held_results.find(d.connector_in_flight.leases[i].request_id);
+    if (held == d.held_results.end())
+      continue;
+    if (i < done.leases.size()) {
+      held->second.lease_objects = done.leases[i].num_objects;
+      held->second.lease_ms = done.leases[i].lease_ms;
+    }
+    d.outbox.results.push_back(std::move(held->second));
+    d.held_results.erase(held);
+  }
   step_plan plan = std::move(d.plan_in_progress);
   const int32_t bs = d.opt.block_size;
 
@@ -794,6 +826,8 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
       if (!done.loads[k].ok && !refused)
         refused = &done.loads[k];
     r.parked = false;
+    if (r.peer_lookup)
+      ++(refused ? d.stats.pd_pulls_failed : d.stats.pd_pulls_ok);
     if (!refused) {
       int32_t loaded_end = H;
       for (size_t k = i; k < j; ++k) {

@@ -68,6 +68,11 @@ struct scheduler_options {
   // The host tier is a store server (`ordo store`): results report its tokens as `from_store`
   // (from_cpu = 0) and reasons say "store"; stats count them in prompt_tokens_from_store.
   bool host_tier_is_store = false;
+  // P/D connector (docs/pd.md). A remote_decode request keeps the prompt-end anchor image even
+  // with checkpoint_interval = 0, and its result waits for the connector step that leases its
+  // objects (after their commits), so its answer never names a transfer before it is pullable.
+  // A kv_peer request may resume at a peer's state image even with checkpoint_interval = 0.
+  bool pd = false;
   // Requests looking up or waiting for admission; beyond it a new request is refused with
   // completion_failed type "rate_limit_error" (HTTP 429). 0: unbounded.
   int32_t max_waiting = 0;
@@ -113,6 +118,11 @@ struct scheduler_stats {
   int64_t bytes_saved = 0;
   int64_t num_cancelled = 0;          // requests whose client went away before they finished
   int64_t num_rejected = 0;           // refused because max_waiting requests were queued
+  // P/D decode (kv_peer requests): pulled from the prefill node, found nothing there (lease
+  // expired, node gone, deadline), or its loads were refused (corrupt, evicted): recomputed.
+  int64_t pd_pulls_ok = 0;
+  int64_t pd_pulls_missed = 0;
+  int64_t pd_pulls_failed = 0;
   store_stats store;                  // as of the last connector step
 };
 

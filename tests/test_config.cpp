@@ -317,10 +317,10 @@ TEST_CASE("unknown keys and sections are errors naming what is allowed", "[confi
                     "chunk_size, num_blocks, checkpoint_interval"));
   CHECK_THAT(error_of("[caches]\nblock_size = 16"),
              Equals("unknown section [caches]; allowed sections: model, device, cache, "
-                    "scheduler, kv_transfer, store, node, server, log, trace, faults"));
+                    "scheduler, kv_transfer, store, pd, node, server, log, trace, faults"));
   CHECK_THAT(error_of("port = 1"),
              Equals("unknown key port = 1 at top level; keys belong in a section: model, device, "
-                    "cache, scheduler, kv_transfer, store, node, server, log, trace, faults"));
+                    "cache, scheduler, kv_transfer, store, pd, node, server, log, trace, faults"));
   CHECK_THAT(error_of("[model.extra]\nx = 1"),
              Equals("unknown key model.extra = { x = 1 }; allowed keys in [model]: preset, size, "
                     "seed, kv_dtype"));
@@ -493,4 +493,26 @@ TEST_CASE("parse_host_port", "[config][store]") {
   CHECK(parse_host_port("localhost:1"));
   for (const char* bad : {"", "7000", "host:", "host:0", "host:65536", "host:123456", "host:-1", "ho st:1"})
     CHECK_FALSE(parse_host_port(bad));
+}
+
+TEST_CASE("[pd] lease_ms and transport, faults.corrupt_commits", "[config]") {
+  using Catch::Matchers::Equals;
+  auto cfg = parse_config("[kv_transfer]\nconnector = \"pd\"\n[pd]\nlease_ms = 1500\ntransport = \"tcp\"");
+  CHECK(cfg.pd_lease_ms == 1500);
+  CHECK(cfg.pd_transport == "tcp");
+  CHECK(parse_config("").pd_lease_ms == 30000);
+  CHECK(parse_config("").pd_transport == "shm");
+  CHECK_THAT(error_of("[pd]\nlease_ms = -1"),
+             Equals("pd.lease_ms = -1: must be between 0 (no lease) and 3600000 milliseconds"));
+  CHECK_THAT(error_of("[pd]\ntransport = \"rdma\""), Equals("pd.transport = \"rdma\": must be one of shm, tcp"));
+  CHECK(parse_config("", {"kv_transfer.connector=pd", "faults.corrupt_commits=kv_chunk"}).corrupt_commits == "kv_chunk");
+  CHECK_THAT(error_of("[faults]\ncorrupt_commits = \"kv_chunk\""),
+             Equals("faults.corrupt_commits = \"kv_chunk\": corrupts what a P/D node's host tier commits; it needs "
+                    "kv_transfer.connector = \"pd\""));
+  CHECK_THAT(error_of("[kv_transfer]\nconnector = \"pd\"\n[faults]\ncorrupt_commits = \"all\""),
+             Equals("faults.corrupt_commits = \"all\": must be one of none, kv_chunk, state_image"));
+  // A pd node's config round-trips with its [pd] keys (a trace header carries it).
+  auto back = parse_config(render_config_toml(cfg));
+  CHECK(back.pd_lease_ms == 1500);
+  CHECK(back.pd_transport == "tcp");
 }

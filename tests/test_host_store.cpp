@@ -701,3 +701,45 @@ TEST_CASE("host store apply: with no arena pins answer missing, reserves no_spac
   CHECK(found.present == std::vector<uint8_t>{0, 0});
   CHECK(found.num_leading_committed == 0);
 }
+
+TEST_CASE("host store: a hold (P/D lease) keeps an object from eviction until released; pins and holds nest") {
+  fixture f(3 * slot);
+  for (uint64_t h = 1; h <= 3; ++h)
+    f.put(h); // LRU: 1 2 3
+  CHECK_FALSE(f.store.hold(key(9))); // nothing stored under 9
+  REQUIRE(f.reserve(8, slot_data) == reserve_status::ok);
+  CHECK_FALSE(f.store.hold(key(8))); // being written: nothing to hold yet
+  REQUIRE(f.store.abort(key(8)));
+  f.put(1); // LRU: 2 3 1 (the reserve of 8 evicted the first 1)
+  REQUIRE(f.store.hold(key(2)));
+  REQUIRE(f.store.hold(key(2))); // two leases of one object
+  CHECK(f.store.check_invariants() == "");
+  // 2 is the oldest but held: the next reserves evict 3, then 1.
+  f.put(4);
+  CHECK(f.store.contains(key(2)));
+  CHECK_FALSE(f.store.contains(key(3)));
+  // A pin of a held object verifies and nests with the holds; unpinned, it stays held.
+  REQUIRE(f.pin(2) == pin_status::ok);
+  REQUIRE(f.store.unpin(key(2)));
+  REQUIRE(f.store.release_hold(key(2)));
+  CHECK(f.store.check_invariants() == "");
+  f.put(5);
+  CHECK(f.store.contains(key(2)));
+  CHECK_FALSE(f.store.contains(key(1)));
+  // The last hold: 2 is evictable again, as the most recently used (LRU: 4 5 2).
+  REQUIRE(f.store.release_hold(key(2)));
+  CHECK_FALSE(f.store.release_hold(key(2)));
+  f.put(6);
+  CHECK_FALSE(f.store.contains(key(4)));
+  CHECK(f.store.contains(key(2)));
+  f.put(7);
+  f.put(10);
+  CHECK_FALSE(f.store.contains(key(2)));
+  CHECK(f.store.check_invariants() == "");
+  // evict_all leaves held objects in place.
+  REQUIRE(f.store.hold(key(7)));
+  CHECK(f.store.evict_all() == 2); // 6 and 10
+  CHECK(f.store.contains(key(7)));
+  CHECK_FALSE(f.store.contains(key(10)));
+  CHECK(f.store.check_invariants() == "");
+}

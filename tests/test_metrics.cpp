@@ -299,7 +299,7 @@ TEST_CASE("no label of the exposition carries what a client sent", "[metrics]") 
                                        "hbm",       "cpu",        "store",         "load",         "save",
                                        "missing",   "checksum",   "header",        "host_tier",    "host_load_failed",
                                        "interval_zero", "no_checkpoint", "prompt_end", "block_evicted", "cold",
-                                       "short_prompt"};
+                                       "short_prompt", "pulled",    "missed",        "failed"};
   const std::regex label(R"re(([a-z_]+)="([^"]*)")re");
   int num_labels = 0;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), label); it != std::sregex_iterator(); ++it) {

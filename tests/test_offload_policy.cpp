@@ -333,3 +333,33 @@ TEST_CASE("offload_policy: a step's answer carries the store's granularity to th
   done.granularity = "chunk";
   CHECK(p.from_store(step, done).granularity == "chunk");
 }
+
+TEST_CASE("offload_policy: a lease order becomes a store lease of its prompt's keys, whatever the role") {
+  auto o = options_64();
+  o.loads = false; // a prefill node (kv_producer) loads nothing but leases what it saved
+  o.lease_ms = 1500;
+  offload_policy p(o);
+  connector_step step;
+  step.header = {1, 4};
+  auto l = lookup_of(3, 42);
+  step.leases.push_back({42, l.hashes, 200});
+  auto s = p.to_store(step);
+  REQUIRE(s.leases.size() == 1);
+  CHECK(s.leases[0].transfer_id == "42");
+  CHECK(s.leases[0].lease_ms == 1500);
+  REQUIRE(s.leases[0].keys.size() == 6);
+  CHECK(s.leases[0].keys[0] == p.kv_key(1001));
+  CHECK(s.leases[0].keys[5] == p.state_key(1003));
+  CHECK(p.probe(l).keys.empty()); // the role still keeps lookups from probing
+
+  store_step_done done;
+  done.header = s.header;
+  done.leased = {2};
+  auto answered = p.from_store(step, done);
+  REQUIRE(answered.leases.size() == 1);
+  CHECK(answered.leases[0].request_id == 42);
+  CHECK(answered.leases[0].num_objects == 2);
+  CHECK(answered.leases[0].lease_ms == 1500);
+  done.leased.clear(); // a store that takes no leases (the in-process one) answers none
+  CHECK(p.from_store(step, done).leases[0].num_objects == 0);
+}
