@@ -9,7 +9,9 @@
 // Where the policy needs no store (none; a lookup probing no keys) the reply is immediate.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -37,5 +39,27 @@ namespace ordo {
 // `peer_store(endpoint)` returns the store client of a peer, connecting it on first use.
 connector_actor spawn_pd_connector(caf::actor_system& sys, offload_options policy, store_actor local,
                                    std::function<store_actor(const std::string&)> peer_store, trace_tap tap = {});
+
+} // namespace ordo
+
+namespace ordo {
+
+// One leaf of the multi connector: a connector actor, its name (a lookup it answers reports
+// "multi:<name>"), where its store's arena lies in the node's host window (its grants are offsets
+// in that arena), and whether it takes P/D leases.
+struct multi_leaf {
+  connector_actor actor;
+  std::string name;
+  uint64_t window_offset = 0;
+  bool takes_leases = false;
+  // Lookups this leaf answered with KV (ordo_multi_lookup_hits_total{leaf}), read by /metrics.
+  std::shared_ptr<std::atomic<uint64_t>> hits = std::make_shared<std::atomic<uint64_t>>(0);
+};
+
+// The multi connector (kv_transfer.connector = "multi", SPEC E3, actors/multi_connector.cpp):
+// lookups first-hit-wins in leaf order, saves fan out to every leaf (a save granted by several
+// leaves carries the others' offsets in transfer_grant.copies), loads and unpins go to the leaf
+// whose lookup answered, leases to the P/D leaves.
+connector_actor spawn_multi_connector(caf::actor_system& sys, std::vector<multi_leaf> leaves, trace_tap tap = {});
 
 } // namespace ordo

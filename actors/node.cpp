@@ -25,6 +25,7 @@
 #include "runtime/layouts.hpp"
 #include "runtime/memory_check.hpp"
 #include "runtime/model_presets.hpp"
+#include "runtime/metrics.hpp"
 #include "runtime/node_metrics.hpp"
 #include "runtime/node_options.hpp"
 #include "runtime/page_units.hpp"
@@ -38,7 +39,7 @@ namespace {
 // With a store server the middleman is loaded (configure_store_wire adds the message types).
 caf::actor_system_config make_actor_config(const node_config& node) {
   caf::actor_system_config cfg;
-  if (node.connector == connector_kind::store || is_pd(node.connector))
+  if (node.connector == connector_kind::store || node.uses_pd())
     configure_store_wire(cfg);
   else
     cfg.add_message_types<caf::id_block::ordo>();
@@ -54,7 +55,7 @@ caf::actor_system_config make_actor_config(const node_config& node) {
 void check_host_memory(const node_config& cfg, const model_options& mo) {
   const uint64_t available = available_memory_bytes();
   // A store server's arena is the store's memory; with store.transport = "tcp" the node stages.
-  if (cfg.connector == connector_kind::offload ||
+  if (cfg.connector == connector_kind::offload || cfg.connector == connector_kind::multi ||
       (cfg.connector == connector_kind::store && cfg.store_transport == "tcp"))
     check_allocation("store.capacity_mb = " + std::to_string(cfg.store_capacity_mb),
                      static_cast<uint64_t>(cfg.store_capacity_mb) << 20, available);
@@ -110,6 +111,10 @@ struct node::impl {
   std::unique_ptr<store_arena> pd_arena;
   std::unique_ptr<arena_fd_server> pd_arena_socket;
   std::shared_ptr<store_server_shared> pd_shared;
+  // multi with an offload leaf: the in-process tier's arena, mapped into the window after pd's.
+  std::unique_ptr<store_arena> offload_arena;
+  uint64_t offload_base = 0;
+  std::vector<std::pair<std::string, std::shared_ptr<std::atomic<uint64_t>>>> multi_hits; // per leaf
   int actor_port = 0;
   caf::actor store;
   scheduler_actor scheduler;
@@ -123,6 +128,9 @@ struct node::impl {
       dev->free_host_pinned(host_arena);
     if (pd_arena && dev && window)
       dev->unregister_host(window->base());
+    if (offload_arena && dev && window)
+      dev->unregister_host(window->base() + offload_base);
+    offload_arena.reset();
     pd_arena_socket.reset();
     host_arena = nullptr;
     window.reset(); // after every actor stopped: the client unregistered what it mapped
@@ -219,7 +227,7 @@ int node::start() {
                  "tokens, kv_role {}",
                  d.cfg.store_address, d.cfg.store_transport, d.cfg.store_deadline_ms, d.cfg.chunk_size,
                  to_string(d.cfg.kv_role));
-  } else if (is_pd(d.cfg.connector)) {
+  } else if (d.cfg.uses_pd()) {
     // P/D: the host tier is a store server over a sealed memfd, mapped first into the window (so
     // its grants are window offsets), registered with the device, published to peers; peers'
     // arenas are mapped after it as their sessions open.
@@ -260,12 +268,23 @@ int node::start() {
   }
   tap.names->add(store.id(), "store");
   d.store = caf::actor_cast<caf::actor>(store);
+  store_actor offload_store; // multi's offload leaf: an in-process tier in the window after pd's arena
+  if (d.cfg.connector == connector_kind::multi && d.cfg.has_leaf(connector_kind::offload)) {
+    const uint64_t bytes = static_cast<uint64_t>(d.cfg.store_capacity_mb) << 20;
+    d.offload_arena = std::make_unique<store_arena>(bytes);
+    d.offload_base = d.window->attach(d.offload_arena->fd(), bytes);
+    dev->register_host(d.window->base() + d.offload_base, bytes);
+    offload_store = spawn_store(sys, d.window->base() + d.offload_base, bytes, tap);
+    tap.names->add(offload_store.id(), "store:offload");
+    spdlog::info("ordo node: multi: offload leaf of {} MiB at window offset {}", d.cfg.store_capacity_mb,
+                 d.offload_base);
+  }
   if (opts.offload && !d.window)
     spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
                  dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, to_string(d.cfg.kv_role));
   auto pd_engine = std::make_shared<std::string>(); // this node's engine id, once known
   connector_actor connector;
-  if (is_pd(d.cfg.connector)) {
+  if (d.cfg.uses_pd()) {
     // A peer's store client connects on first use, as this node ("<engine id>-pd").
     auto peer_store = [&sys, window = d.window, dev, ns = opts.namespace_id, deadline = d.cfg.store_deadline_ms,
                        tap, pd_engine](const std::string& endpoint) {
@@ -286,6 +305,27 @@ int node::start() {
       return caf::actor_cast<store_actor>(client);
     };
     connector = spawn_pd_connector(sys, *opts.offload, store, peer_store, tap);
+    if (d.cfg.connector == connector_kind::multi) {
+      // SPEC E3: the P/D leaf and the offload leaf, in the configured order.
+      std::vector<multi_leaf> leaves;
+      auto& hits = d.multi_hits;
+      for (auto kind : d.cfg.leaves) {
+        if (is_pd(kind)) {
+          tap.names->add(connector.id(), std::string("connector:") + to_string(kind));
+          leaves.push_back({connector, to_string(kind), 0, true});
+          hits.emplace_back(to_string(kind), leaves.back().hits);
+        } else {
+          offload_options leaf_opts = *opts.offload;
+          leaf_opts.name = to_string(kind);
+          leaf_opts.lease_ms = 0;
+          auto leaf = spawn_connector(sys, to_string(kind), leaf_opts, offload_store, 1, tap);
+          tap.names->add(leaf.id(), std::string("connector:") + to_string(kind));
+          leaves.push_back({leaf, to_string(kind), d.offload_base, false});
+          hits.emplace_back(to_string(kind), leaves.back().hits);
+        }
+      }
+      connector = spawn_multi_connector(sys, std::move(leaves), tap);
+    }
   } else {
     connector = spawn_connector(sys, to_string(d.cfg.connector), opts.offload, store, 1, tap);
   }
@@ -320,8 +360,16 @@ int node::start() {
                  "until an admin key is configured",
                  d.cfg.host);
   auto link = d.store_link;
-  fe_opts.render_metrics = [metrics, link, pd = d.pd_shared] {
+  fe_opts.render_metrics = [metrics, link, pd = d.pd_shared, leaves = d.multi_hits] {
     std::string text = metrics->render();
+    if (!leaves.empty()) {
+      metrics_registry r;
+      for (const auto& [leaf, hits] : leaves)
+        r.counter("ordo_multi_lookup_hits_total", "Lookups a multi connector's leaf answered with KV (first hit wins)",
+                  {{"leaf", leaf}})
+            .inc(hits->load());
+      text += r.render_prometheus();
+    }
     if (link)
       text += render_store_link_metrics(link->view());
     if (pd)
@@ -329,10 +377,10 @@ int node::start() {
     return text;
   };
   fe_opts.host_tier = d.cfg.connector == connector_kind::store                                ? "store"
-                      : d.cfg.connector == connector_kind::offload || is_pd(d.cfg.connector) ? "cpu"
+                      : d.cfg.connector == connector_kind::offload || d.cfg.uses_pd()       ? "cpu"
                                                                                               : "";
   auto engine_id = std::make_shared<std::string>();
-  if (is_pd(d.cfg.connector)) {
+  if (d.cfg.uses_pd()) {
     // What a prefill answer tells whoever fronts the pair (vLLM's shape): where to pull from.
     // The transfer id names the lease (the prefill's request id, runtime/offload_policy.cpp).
     fe_opts.kv_transfer_params = [engine_id, host = d.cfg.host, port = &d.actor_port](const completion_result& r) {

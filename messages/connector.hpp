@@ -97,7 +97,8 @@ struct connector_step {
 ORDO_FIELDS(connector_step, header, finished, loads, saves, evict_all, leases)
 
 // The connector's answer to one order: granted (store memory pinned or reserved at
-// data_offset) or refused with the reason.
+// data_offset) or refused with the reason. `copies`: a save a multi connector fans out to more
+// than one leaf is also written at these offsets, by the same step.
 struct transfer_grant {
   uint64_t request_id = 0;
   object_key key;
@@ -105,9 +106,10 @@ struct transfer_grant {
   std::string status;
   uint64_t data_offset = 0;
   uint64_t data_bytes = 0;
+  std::vector<uint64_t> copies;
 };
 
-ORDO_FIELDS(transfer_grant, request_id, key, ok, status, data_offset, data_bytes)
+ORDO_FIELDS(transfer_grant, request_id, key, ok, status, data_offset, data_bytes, copies)
 
 // The connector's answer to a lease_order: how many objects the lease holds, and for how long
 // (0 objects: nothing of the prompt is stored, or this connector holds no leases).

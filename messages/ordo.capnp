@@ -295,6 +295,7 @@ struct TransferGrant {
   status @3 :Text;
   dataOffset @4 :UInt64;
   dataBytes @5 :UInt64;
+  copies @6 :List(UInt64);  # multi: the same save written at these offsets too (one per leaf)
 }
 
 struct ConnectorStepDone {

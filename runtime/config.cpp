@@ -42,7 +42,7 @@ const toml_config::schema& node_schema() {
       {"device", {"kind", "chaos_seed", "matmul"}},
       {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
       {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
-      {"kv_transfer", {"connector", "kv_role", "config"}},
+      {"kv_transfer", {"connector", "kv_role", "config", "connectors"}},
       {"store", {"capacity_mb", "address", "transport", "expect_identity", "deadline_ms"}},
       {"pd", {"lease_ms", "transport"}},
       {"node", {"engine_id"}},
@@ -58,7 +58,7 @@ const toml_config::schema& node_schema() {
                      "store.address",      "store.transport",    "store.expect_identity", "node.engine_id",
                      "server.host",        "server.api_key",     "server.admin_key",   "log.level",
                      "trace.path",         "trace.node",         "faults.drop_edge",   "pd.transport",
-                     "faults.corrupt_commits"};
+                     "faults.corrupt_commits", "kv_transfer.connectors"};
     x.is_secret_key = is_secret_key;
     return x;
   }();
@@ -85,7 +85,8 @@ const std::vector<std::pair<connector_kind, std::string>> connector_names = {{co
                                                                             {connector_kind::offload, "offload"},
                                                                             {connector_kind::store, "store"},
                                                                             {connector_kind::pd, "pd"},
-                                                                            {connector_kind::pd_kv, "pd_kv"}};
+                                                                            {connector_kind::pd_kv, "pd_kv"},
+                                                                            {connector_kind::multi, "multi"}};
 const std::vector<std::pair<fault_edge, std::string>> fault_edge_names = {
     {fault_edge::none, ""},
     {fault_edge::clear_load, "clear_load"},
@@ -186,16 +187,29 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
   }
   if (!j.is_object())
     fail(key + ": must be a JSON object like '" + example + "'");
-  const std::vector<std::string> allowed = {"kv_connector", "kv_role", "kv_connector_extra_config"};
+  const std::vector<std::string> allowed = {"kv_connector", "kv_role", "kv_connector_extra_config", "connectors"};
+  // vLLM's MultiConnector names ordo's multi; its leaves sit in kv_connector_extra_config.connectors.
+  if (j.contains("kv_connector") && j["kv_connector"] == "MultiConnector")
+    j["kv_connector"] = "multi";
+  nlohmann::json leaves;
   for (auto& [k, v] : j.items()) {
     if (!contains(allowed, k))
       fail(key + ": unknown key " + in_quotes(k) + "; allowed keys: " + join(allowed));
+    if (k == "connectors") {
+      leaves = v;
+      continue;
+    }
     if (k == "kv_connector_extra_config") {
       if (!v.is_object())
         fail(key + ": kv_connector_extra_config = " + v.dump() + R"(: must be an object like {"address":"127.0.0.1:7000"})");
       for (auto& [ek, ev] : v.items()) {
+        if (ek == "connectors") {
+          leaves = ev;
+          continue;
+        }
         if (ek != "address")
-          fail(key + ": kv_connector_extra_config has unknown key " + in_quotes(ek) + "; allowed keys: address");
+          fail(key + ": kv_connector_extra_config has unknown key " + in_quotes(ek) +
+               "; allowed keys: address, connectors");
         if (!ev.is_string())
           fail(key + ": kv_connector_extra_config.address = " + ev.dump() + ": must be a string \"HOST:PORT\"");
         std::string a = ev.get<std::string>();
@@ -220,6 +234,44 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
   };
   take("kv_connector", "connector", cfg.connector, connector_names);
   take("kv_role", "kv_role", cfg.kv_role, kv_role_names);
+  if (leaves.is_null())
+    return;
+  // [{"kv_connector":"pd"}, {"kv_connector":"offload"}] (vLLM's shape) or ["pd", "offload"].
+  if (!leaves.is_array())
+    fail(key + ": connectors = " + leaves.dump() + R"(: must be a list like [{"kv_connector":"pd"},{"kv_connector":"offload"}])");
+  if (r.has("kv_transfer", "connectors"))
+    fail(key + ": connectors and kv_transfer.connectors are both set; set one of them");
+  cfg.leaves.clear();
+  for (const auto& leaf : leaves) {
+    std::string name;
+    if (leaf.is_string())
+      name = leaf.get<std::string>();
+    else if (leaf.is_object() && leaf.size() == 1 && leaf.contains("kv_connector") && leaf["kv_connector"].is_string())
+      name = leaf["kv_connector"].get<std::string>();
+    else
+      fail(key + ": connectors has " + leaf.dump() + R"(: each leaf must be {"kv_connector": NAME} (its kv_role is the node's))");
+    cfg.leaves.push_back(choice_named("kv_transfer.connectors", name, connector_names));
+  }
+}
+
+// kv_transfer.connectors = "pd,offload": the leaves of connector "multi", in lookup order.
+static void read_leaves(const reader& r, node_config& cfg) {
+  std::string text;
+  r.string("kv_transfer", "connectors", text, "leaf connector names separated by commas, e.g. \"pd,offload\"");
+  if (!r.has("kv_transfer", "connectors"))
+    return;
+  cfg.leaves.clear();
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    cfg.leaves.push_back(choice_named("kv_transfer.connectors", name, connector_names));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
 }
 
 node_config from_table(const toml::table& root) {
@@ -258,6 +310,7 @@ node_config from_table(const toml::table& root) {
   r.string("store", "transport", cfg.store_transport, "one of " + join(store_transports));
   r.string("store", "expect_identity", cfg.store_expect_identity, "a store engine id (\"\" = any)");
   i32("store", "deadline_ms", cfg.store_deadline_ms, rule_deadline);
+  read_leaves(r, cfg);
   apply_kv_transfer_json(r, cfg);
   cfg.pd_lease_ms = r.integer("pd", "lease_ms", cfg.pd_lease_ms, 0, 3600000, rule_lease_ms);
   r.string("pd", "transport", cfg.pd_transport, "one of " + join(store_transports));
@@ -298,6 +351,40 @@ node_config load_config_file(const std::string& path, const std::vector<std::str
   return toml_config::load_file(path, [&](const std::string& text) { return parse_config(text, overrides); });
 }
 
+// SPEC E3: what a multi connector may compose. Refused: leaves without multi, fewer than two,
+// a leaf that is none or multi, two offload leaves (each would keep every save), two P/D leaves.
+static void check_leaves(const node_config& cfg) {
+  std::string names;
+  for (auto l : cfg.leaves)
+    names += (names.empty() ? "" : ",") + name_of(connector_names, l);
+  const std::string key = "kv_transfer.connectors = " + in_quotes(names);
+  if (cfg.connector != connector_kind::multi) {
+    if (!cfg.leaves.empty())
+      fail(key + ": leaves are composed by kv_transfer.connector = \"multi\", not " +
+           in_quotes(name_of(connector_names, cfg.connector)));
+    return;
+  }
+  if (cfg.leaves.size() < 2)
+    fail("kv_transfer.connector = \"multi\" needs at least two leaves in kv_transfer.connectors (e.g. \"pd,offload\"), "
+         "got " + in_quotes(names));
+  std::vector<connector_kind> offload, pd;
+  for (auto l : cfg.leaves) {
+    if (l == connector_kind::none || l == connector_kind::multi)
+      fail(key + ": " + in_quotes(name_of(connector_names, l)) + " cannot be a leaf (leaves: offload, store, pd, pd_kv)");
+    (is_offload_leaf(l) ? offload : pd).push_back(l);
+  }
+  if (offload.size() > 1)
+    fail(key + ": two offload leaves (" + name_of(connector_names, offload[0]) + " and " +
+         name_of(connector_names, offload[1]) +
+         ") would each keep every save of this node; compose at most one offload leaf with a P/D leaf");
+  if (pd.size() > 1)
+    fail(key + ": two P/D leaves (" + name_of(connector_names, pd[0]) + " and " + name_of(connector_names, pd[1]) +
+         ") would each serve this node's host tier to peers; use one");
+  if (cfg.has_leaf(connector_kind::store))
+    fail(key + ": a store leaf inside multi is not supported yet; compose the in-process offload leaf with the P/D "
+         "leaf, or use kv_transfer.connector = \"store\" alone");
+}
+
 void validate(const node_config& cfg) {
   auto bad = [](const std::string& key, int64_t v, const std::string& rule) {
     fail(key + " = " + std::to_string(v) + ": must be " + rule);
@@ -329,7 +416,7 @@ void validate(const node_config& cfg) {
   if (cfg.store_capacity_mb < 0 || cfg.store_capacity_mb > (int64_t{1} << 30))
     bad("store.capacity_mb", cfg.store_capacity_mb, "a size in MiB between 0 and 2^30");
   if ((cfg.connector == connector_kind::offload || cfg.connector == connector_kind::pd ||
-       cfg.connector == connector_kind::pd_kv) &&
+       cfg.connector == connector_kind::pd_kv || cfg.connector == connector_kind::multi) &&
       cfg.store_capacity_mb < 1)
     bad("store.capacity_mb", cfg.store_capacity_mb,
         std::string("at least 1 with kv_transfer.connector = \"") + to_string(cfg.connector) + "\"");
@@ -349,11 +436,12 @@ void validate(const node_config& cfg) {
         "at least 1 with store.transport = \"tcp\" (the node's staging arena for the store's bytes)");
   if (cfg.store_deadline_ms < 100 || cfg.store_deadline_ms > 600000)
     bad("store.deadline_ms", cfg.store_deadline_ms, rule_deadline);
+  check_leaves(cfg);
   if (cfg.pd_lease_ms < 0 || cfg.pd_lease_ms > 3600000)
     bad("pd.lease_ms", cfg.pd_lease_ms, rule_lease_ms);
   check_choice("pd.transport", cfg.pd_transport, store_transports);
   check_choice("faults.corrupt_commits", cfg.corrupt_commits, corrupt_kinds);
-  if (cfg.corrupt_commits != "none" && cfg.connector != connector_kind::pd)
+  if (cfg.corrupt_commits != "none" && !cfg.uses_pd())
     fail("faults.corrupt_commits = " + in_quotes(cfg.corrupt_commits) +
          ": corrupts what a P/D node's host tier commits; it needs kv_transfer.connector = \"pd\"");
   if (!toml_config::is_name(cfg.store_expect_identity))
@@ -393,14 +481,20 @@ std::string describe(const node_config& cfg) {
      << " scheduler.max_batch_tokens=" << cfg.max_batch_tokens
      << " scheduler.max_num_seqs=" << cfg.max_num_seqs << " scheduler.max_waiting=" << cfg.max_waiting
      << " kv_transfer.connector=" << to_string(cfg.connector)
-     << " kv_transfer.kv_role=" << to_string(cfg.kv_role)
+     << " kv_transfer.kv_role=" << to_string(cfg.kv_role);
+  if (!cfg.leaves.empty()) {
+    os << " kv_transfer.connectors=";
+    for (size_t i = 0; i < cfg.leaves.size(); ++i)
+      os << (i ? "," : "") << to_string(cfg.leaves[i]);
+  }
+  os
      << " store.capacity_mb=" << cfg.store_capacity_mb;
   if (cfg.connector == connector_kind::store || !cfg.store_address.empty())
     os << " store.address=" << cfg.store_address << " store.transport=" << cfg.store_transport
        << " store.deadline_ms=" << cfg.store_deadline_ms;
   if (!cfg.store_expect_identity.empty())
     os << " store.expect_identity=" << cfg.store_expect_identity;
-  if (cfg.connector == connector_kind::pd || cfg.connector == connector_kind::pd_kv)
+  if (cfg.uses_pd())
     os << " pd.lease_ms=" << cfg.pd_lease_ms << " pd.transport=" << cfg.pd_transport;
   if (!cfg.engine_id.empty())
     os << " node.engine_id=" << cfg.engine_id;

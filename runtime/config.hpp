@@ -16,12 +16,14 @@
 namespace ordo {
 
 enum class device_kind : uint8_t { cpu, hip };
-enum class connector_kind : uint8_t { none, offload, store, pd, pd_kv };
+enum class connector_kind : uint8_t { none, offload, store, pd, pd_kv, multi };
 enum class kv_role : uint8_t { kv_both, kv_producer, kv_consumer };
 
 // P/D connectors: the node serves its host tier to peers and pulls from the prefill node a
 // request names (docs/pd.md).
 inline bool is_pd(connector_kind k) { return k == connector_kind::pd || k == connector_kind::pd_kv; }
+// Offload leaves keep the node's saves for its own later requests (the in-process tier, a store).
+inline bool is_offload_leaf(connector_kind k) { return k == connector_kind::offload || k == connector_kind::store; }
 
 // The names the config file uses.
 const char* to_string(device_kind k);
@@ -54,6 +56,19 @@ struct node_config {
                                                    // pd: P/D, this node's host tier served to peers;
                                                    // pd_kv: P/D of KV pages only (refused with state)
   ordo::kv_role kv_role = ordo::kv_role::kv_both;  // kv_producer saves only, kv_consumer loads only
+  // connector = "multi" (docs/pd.md): its leaves in lookup order (kv_transfer.connectors =
+  // "pd,offload", or the JSON forms' connectors list); kv_role is the node's, for every leaf.
+  std::vector<connector_kind> leaves;
+  bool has_leaf(connector_kind k) const {
+    for (auto l : leaves)
+      if (l == k)
+        return true;
+    return false;
+  }
+  // This node serves a P/D host tier to peers: connector pd / pd_kv, or a P/D leaf of multi.
+  bool uses_pd() const {
+    return is_pd(connector) || has_leaf(connector_kind::pd) || has_leaf(connector_kind::pd_kv);
+  }
   // [store]
   int64_t store_capacity_mb = 256; // host-memory tier size (pinned on a GPU device)
   // With connector = "store" (docs/store.md): the server's actor endpoint "HOST:PORT" (also

@@ -15,13 +15,15 @@ size_t body_limit(const node_config& cfg, int32_t max_context) {
 } // namespace
 
 std::string connector_refusal(const node_config& cfg, const std::vector<std::string>& state_groups) {
-  if (cfg.connector != connector_kind::pd_kv || state_groups.empty())
+  const bool leaf = cfg.has_leaf(connector_kind::pd_kv); // SPEC E3: the rules apply to every leaf
+  if ((cfg.connector != connector_kind::pd_kv && !leaf) || state_groups.empty())
     return {};
   std::string groups;
   for (const auto& g : state_groups)
     if (groups.find(g) == std::string::npos)
       groups += (groups.empty() ? "" : ", ") + g;
-  return "kv_transfer.connector = \"pd_kv\" moves KV pages only, and model.preset = " +
+  return std::string(leaf ? "the multi connector's leaf \"pd_kv\"" : "kv_transfer.connector = \"pd_kv\"") +
+         " moves KV pages only, and model.preset = " +
          std::string(to_string(cfg.preset)) + " keeps recurrent state a decode node would lose (" + groups +
          "); use \"pd\", which moves the state images with the KV";
 }
@@ -38,8 +40,8 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
   o.namespace_id = namespace_digest(ns, facts.dims, facts.state_layout_id);
 
   const bool store = cfg.connector == connector_kind::store;
-  const bool pd = is_pd(cfg.connector);
-  const bool offload = cfg.connector == connector_kind::offload || store || pd;
+  const bool pd = cfg.uses_pd();
+  const bool offload = cfg.connector == connector_kind::offload || store || pd || cfg.connector == connector_kind::multi;
   const bool role_loads = cfg.kv_role != kv_role::kv_producer;
   const bool role_saves = cfg.kv_role != kv_role::kv_consumer;
   // A store server's arenas are mapped into a window the node reserves (runtime/shared_arena.hpp).

@@ -916,6 +916,8 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
     bool stored = g.ok || g.status == "exists";
     if (g.ok) {
       plan.saves.push_back({m.request_id, m.object.key.kind, g.data_offset, g.data_bytes, m.units});
+      for (uint64_t copy : g.copies) // a multi connector's other leaves (SPEC E3: saves fan out)
+        plan.saves.push_back({m.request_id, m.object.key.kind, copy, g.data_bytes, m.units});
       d.step_finished.push_back({m.request_id, m.object.key, true, true});
       ++d.stats.saves_total;
       d.stats.bytes_saved += static_cast<int64_t>(g.data_bytes);

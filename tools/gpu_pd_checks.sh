@@ -1,11 +1,11 @@
 #!/bin/bash
-# P/D topologies (configs/topologies/pd_*.toml) with every node on the GPU device, from the
+# P/D topologies (configs/topologies/pd_*.toml) and `ordo bench pd` with every node on the GPU device, from the
 # repository root on the GPU machine with a bundle made by `make gpu-bundle`: each node's `set`
 # gets device.kind=hip; every digest must equal the reference node's (issue 13, docs/pd.md).
 set -uo pipefail
 failed=0
 mkdir -p /tmp/topos
-for t in pd_dense pd_qsa_gdn_ple pd_gdn_hybrid; do
+for t in pd_dense pd_qsa_gdn_ple pd_gdn_hybrid pd_leases; do
   python3 - "configs/topologies/$t.toml" "/tmp/topos/$t.toml" <<'PY'
 import sys
 lines = open(sys.argv[1]).read().split("\n")
@@ -21,6 +21,12 @@ for i, l in enumerate(lines):
 open(sys.argv[2], "w").write("\n".join(out))
 PY
   "$(dirname "$0")/run" topo run /tmp/topos/$t.toml 2>&1 | tail -12 || failed=1
+done
+# TTFT of P/D against a single node and the transfer floor (BENCHMARKS.md), 1b models on the GPU.
+for preset in dense qsa_gdn_ple; do
+  "$(dirname "$0")/run" bench pd --config configs/dense.toml --set model.preset=$preset --set model.size=1b \
+    --set device.kind=hip --set cache.num_blocks=1024 --set cache.checkpoint_interval=-1 \
+    --prompt-tokens 1024 4096 --repeats 3 2>&1 | tail -8 || failed=1
 done
 echo "gpu pd checks: $([ $failed -eq 0 ] && echo PASS || echo FAIL)"
 exit $failed
