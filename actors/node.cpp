@@ -115,6 +115,8 @@ struct node::impl {
   std::unique_ptr<store_arena> offload_arena;
   uint64_t offload_base = 0;
   std::vector<std::pair<std::string, std::shared_ptr<std::atomic<uint64_t>>>> multi_hits; // per leaf
+  // pd.transport = "tcp": each peer's staging arena, mapped into the window (window offset, arena).
+  std::vector<std::pair<uint64_t, std::unique_ptr<store_arena>>> pd_staging;
   int actor_port = 0;
   caf::actor store;
   scheduler_actor scheduler;
@@ -131,6 +133,10 @@ struct node::impl {
     if (offload_arena && dev && window)
       dev->unregister_host(window->base() + offload_base);
     offload_arena.reset();
+    for (auto& [at, arena] : pd_staging)
+      if (dev && window)
+        dev->unregister_host(window->base() + at);
+    pd_staging.clear();
     pd_arena_socket.reset();
     host_arena = nullptr;
     window.reset(); // after every actor stopped: the client unregistered what it mapped
@@ -286,9 +292,22 @@ int node::start() {
   connector_actor connector;
   if (d.cfg.uses_pd()) {
     // A peer's store client connects on first use, as this node ("<engine id>-pd").
-    auto peer_store = [&sys, window = d.window, dev, ns = opts.namespace_id, deadline = d.cfg.store_deadline_ms,
+    auto peer_store = [&sys, &d, window = d.window, dev, ns = opts.namespace_id, deadline = d.cfg.store_deadline_ms,
                        tap, pd_engine](const std::string& endpoint) {
       store_client_options pc;
+      if (d.cfg.pd_transport == "tcp") {
+        // The peer's bytes come as CAF messages into a staging arena of this node's own, mapped
+        // into the window (so grants stay window offsets) and registered with the device.
+        const uint64_t bytes = static_cast<uint64_t>(d.cfg.store_capacity_mb) << 20;
+        auto arena = std::make_unique<store_arena>(bytes);
+        const uint64_t at = window->attach(arena->fd(), bytes);
+        dev->register_host(window->base() + at, bytes);
+        pc.tcp = true;
+        pc.staging_base = window->base() + at;
+        pc.staging_bytes = bytes;
+        pc.staging_offset = at;
+        d.pd_staging.emplace_back(at, std::move(arena));
+      }
       const auto address = parse_host_port(endpoint);
       pc.host = address ? address->host : endpoint;
       pc.port = address ? address->port : 0;
@@ -301,7 +320,8 @@ int node::start() {
       auto client = spawn_store_client(sys, std::move(pc));
       tap.names->add(client.id(), "peer:" + endpoint);
       caf::anon_send(client, store_connect_atom_v, *pd_engine + "-pd");
-      spdlog::info("ordo node: P/D: connecting to the prefill node at tcp://{}", endpoint);
+      spdlog::info("ordo node: P/D: connecting to the prefill node at tcp://{} (pd.transport {})", endpoint,
+                   d.cfg.pd_transport);
       return caf::actor_cast<store_actor>(client);
     };
     connector = spawn_pd_connector(sys, *opts.offload, store, peer_store, tap);

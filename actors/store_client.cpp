@@ -539,6 +539,8 @@ void forward_step(self_ptr self, uint64_t gen, const store_step& step, store_ste
                     h.staged_pins.push_back(g.data_offset);
                   else
                     g.data_offset += s.window_offset;
+                  if (st.staging)
+                    g.data_offset += st.opt.staging_offset;
                 }
                 into.push_back(std::move(g));
               }

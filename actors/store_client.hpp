@@ -65,6 +65,9 @@ struct store_client_options {
   bool tcp = false;
   uint8_t* staging_base = nullptr;
   uint64_t staging_bytes = 0;
+  // Where staging_base lies in the runner's host arena (grants are offsets there): 0 for a store
+  // node (its staging arena is the host arena), the window offset of a P/D peer's staging arena.
+  uint64_t staging_offset = 0;
   std::shared_ptr<device> dev;         // registers each mapped arena (GPU) and unregisters it
   std::shared_ptr<store_link_status> status = std::make_shared<store_link_status>();
   std::string trace_name = "store"; // its records' actor name ("peer:HOST:PORT" for a P/D peer)
