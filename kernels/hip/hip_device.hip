@@ -53,7 +53,12 @@ public:
     bind();
     void* p = nullptr;
     ORDO_HIP_CHECK(hipMalloc(&p, bytes ? bytes : 1));
+    // NOTE(zero-fill-order): hipMemset runs on the legacy default stream, which does not order
+    // against this device's non-blocking streams: without waiting here, a copy queued next on
+    // the load stream (the model's weights) could land first and be zeroed after it. Seen on the
+    // H200 with three nodes sharing the GPU: zero weights, the same logits for every prompt.
     ORDO_HIP_CHECK(hipMemset(p, 0, bytes ? bytes : 1));
+    ORDO_HIP_CHECK(hipDeviceSynchronize());
     return p;
   }
   void free_device(void* ptr) override {
