@@ -33,6 +33,7 @@
 #include "runtime/model_presets.hpp"
 #include "tools/bench.hpp"
 #include "tools/http_client.hpp"
+#include "tools/seeded_prompt.hpp"
 
 namespace ordo {
 
@@ -207,23 +208,6 @@ private:
   std::string endpoints_;
   int http_port_ = 0;
 };
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Byte tokens 0..255 of a seeded generator (the token ids of `ordo topo`'s `{ tokens, seed }`):
-// different seeds share no prefix block in practice, so no request reuses another's KV.
-std::vector<int32_t> seeded_prompt(int32_t tokens, uint64_t seed) {
-  std::vector<int32_t> ids(static_cast<size_t>(tokens));
-  const uint64_t base = splitmix64(seed);
-  for (int32_t i = 0; i < tokens; ++i)
-    ids[static_cast<size_t>(i)] = static_cast<int32_t>(splitmix64(base ^ static_cast<uint64_t>(i)) % 256);
-  return ids;
-}
 
 struct answer {
   double wall_ms = 0;

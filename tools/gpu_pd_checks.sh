@@ -25,7 +25,7 @@ done
 # TTFT of P/D against a single node and the transfer floor (BENCHMARKS.md), 1b models on the GPU.
 for preset in dense qsa_gdn_ple; do
   "$(dirname "$0")/run" bench pd --config configs/dense.toml --set model.preset=$preset --set model.size=1b \
-    --set device.kind=hip --set cache.num_blocks=1024 --set cache.checkpoint_interval=-1 \
+    --set device.kind=hip --set cache.num_blocks=1024 --set cache.checkpoint_interval=-1 --set store.capacity_mb=4096 \
     --prompt-tokens 1024 4096 --repeats 3 2>&1 | tail -8 || failed=1
 done
 echo "gpu pd checks: $([ $failed -eq 0 ] && echo PASS || echo FAIL)"

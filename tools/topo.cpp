@@ -9,6 +9,7 @@
 // the main thread can watch the deadline and the stop flag and shut the socket down when either
 // fires.
 #include "tools/topo.hpp"
+#include "tools/seeded_prompt.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -590,26 +591,7 @@ topology parse_topology(const std::string& file) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Prompts
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Token i of (tokens, seed) depends on (seed, i) only: the first n of a longer prompt equal (n, seed).
-std::vector<int> prompt_tokens(int64_t tokens, uint64_t seed) {
-  std::vector<int> ids(static_cast<size_t>(tokens));
-  uint64_t base = splitmix64(seed);
-  for (int64_t i = 0; i < tokens; ++i)
-    ids[static_cast<size_t>(i)] = static_cast<int>(splitmix64(base ^ static_cast<uint64_t>(i)) % 256);
-  return ids;
-}
-
-// ------------------------------------------------------------------------------------------
-// The runner
+// The runner (prompts: tools/seeded_prompt.hpp)
 
 struct record {
   int status = 0;
@@ -1111,7 +1093,7 @@ public:
     if (s.text_prompt)
       body["prompt"] = s.text;
     else
-      body["prompt"] = prompt_tokens(s.tokens, s.seed);
+      body["prompt"] = seeded_prompt(s.tokens, s.seed);
     body["max_tokens"] = s.max_tokens;
     body["temperature"] = 0;
     if (!s.kv_params.is_null())
