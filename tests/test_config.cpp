@@ -255,7 +255,7 @@ TEST_CASE("connector offload with a store capacity and every kv_role", "[config]
   CHECK(cfg.store_capacity_mb == 8);
   CHECK(parse_config("", {"kv_transfer.kv_role=kv_producer"}).kv_role == kv_role::kv_producer);
   CHECK_THAT(error_of("[kv_transfer]\nconnector = \"lmcache\""),
-             Equals("kv_transfer.connector = \"lmcache\": must be one of none, offload, store, pd, pd_kv"));
+             Equals("kv_transfer.connector = \"lmcache\": must be one of none, offload, store, pd, pd_kv, multi"));
   CHECK_THAT(error_of("[kv_transfer]\nkv_role = \"kv_both_ways\""),
              Equals("kv_transfer.kv_role = \"kv_both_ways\": must be one of kv_both, kv_producer, kv_consumer"));
   CHECK_THAT(error_of("[kv_transfer]\nconnector = \"offload\"\n[store]\ncapacity_mb = 0"),
@@ -385,7 +385,7 @@ config = '{"kv_connector":"offload","kv_role":"kv_both"}')");
   CHECK(offload.kv_role == kv_role::kv_both);
   CHECK_THAT(error_of(R"([kv_transfer]
 config = '{"kv_connector":"none","kv_rank":0}')"),
-             Equals(R"(kv_transfer.config = '{"kv_connector":"none","kv_rank":0}': unknown key "kv_rank"; allowed keys: kv_connector, kv_role, kv_connector_extra_config)"));
+             Equals(R"(kv_transfer.config = '{"kv_connector":"none","kv_rank":0}': unknown key "kv_rank"; allowed keys: kv_connector, kv_role, kv_connector_extra_config, connectors)"));
   CHECK_THAT(error_of(R"([kv_transfer]
 config = '["none"]')"),
              Equals(R"(kv_transfer.config = '["none"]': must be a JSON object like '{"kv_connector":"none","kv_role":"kv_both"}')"));
@@ -515,4 +515,41 @@ TEST_CASE("[pd] lease_ms and transport, faults.corrupt_commits", "[config]") {
   auto back = parse_config(render_config_toml(cfg));
   CHECK(back.pd_lease_ms == 1500);
   CHECK(back.pd_transport == "tcp");
+}
+
+TEST_CASE("multi: leaves from kv_transfer.connectors or vLLM's MultiConnector JSON; refusals name the leaves",
+          "[config]") {
+  using Catch::Matchers::Equals;
+  auto cfg = parse_config("", {"kv_transfer.connector=multi", "kv_transfer.connectors=pd, offload"});
+  REQUIRE(cfg.leaves == std::vector<connector_kind>{connector_kind::pd, connector_kind::offload});
+  CHECK(cfg.uses_pd());
+  auto vllm = parse_config(
+      R"([kv_transfer]
+config = '{"kv_connector":"MultiConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"connectors":[{"kv_connector":"offload"},{"kv_connector":"pd"}]}}')");
+  CHECK(vllm.connector == connector_kind::multi);
+  CHECK(vllm.kv_role == kv_role::kv_consumer);
+  CHECK(vllm.leaves == std::vector<connector_kind>{connector_kind::offload, connector_kind::pd});
+  auto plain = parse_config(R"([kv_transfer]
+config = '{"kv_connector":"multi","connectors":["pd_kv","offload"]}')");
+  CHECK(plain.leaves == std::vector<connector_kind>{connector_kind::pd_kv, connector_kind::offload});
+  // The rendered config reads back to the same leaves (a trace header carries it).
+  CHECK(parse_config(render_config_toml(cfg)).leaves == cfg.leaves);
+
+  CHECK_THAT(error_of("", {"kv_transfer.connector=multi", "kv_transfer.connectors=offload,store",
+                           "store.address=127.0.0.1:1"}),
+             Equals("kv_transfer.connectors = \"offload,store\": two offload leaves (offload and store) would each keep "
+                    "every save of this node; compose at most one offload leaf with a P/D leaf"));
+  CHECK_THAT(error_of("", {"kv_transfer.connector=multi", "kv_transfer.connectors=pd,pd_kv"}),
+             Equals("kv_transfer.connectors = \"pd,pd_kv\": two P/D leaves (pd and pd_kv) would each serve this "
+                    "node's host tier to peers; use one"));
+  CHECK_THAT(error_of("", {"kv_transfer.connector=multi", "kv_transfer.connectors=pd"}),
+             Equals("kv_transfer.connector = \"multi\" needs at least two leaves in kv_transfer.connectors (e.g. "
+                    "\"pd,offload\"), got \"pd\""));
+  CHECK_THAT(error_of("", {"kv_transfer.connector=multi", "kv_transfer.connectors=pd,none"}),
+             Equals("kv_transfer.connectors = \"pd,none\": \"none\" cannot be a leaf (leaves: offload, store, pd, pd_kv)"));
+  CHECK_THAT(error_of("", {"kv_transfer.connector=pd", "kv_transfer.connectors=pd,offload"}),
+             Equals("kv_transfer.connectors = \"pd,offload\": leaves are composed by kv_transfer.connector = \"multi\", "
+                    "not \"pd\""));
+  CHECK_THAT(error_of("", {"kv_transfer.connector=multi", "kv_transfer.connectors=pd,lmcache"}),
+             Equals("kv_transfer.connectors = \"lmcache\": must be one of none, offload, store, pd, pd_kv, multi"));
 }

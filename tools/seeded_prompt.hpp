@@ -3,6 +3,7 @@
 // longer prompt equal the prompt (n, seed), and different seeds share no prefix block in practice.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
