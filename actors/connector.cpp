@@ -222,12 +222,26 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
       }
       auto requester = self->current_sender();
       auto rp = self->make_response_promise<connector_step_done>();
-      auto left = std::make_shared<size_t>(parts->size());
-      auto failure = std::make_shared<caf::error>();
-      auto finish = [=]() mutable {
+      std::vector<store_actor> to;
+      std::vector<store_step> steps;
+      for (auto& [peer, p] : *parts) {
+        auto to_store = st.policy->step(p.sub);
+        store_step s = to_store ? std::move(*to_store) : store_step{};
+        if (auto r = releases.find(peer); r != releases.end())
+          s.releases = std::move(r->second);
+        auto& stamp = st.stamps.try_emplace(p.store.id(), sequence_stamp(1)).first->second;
+        s.header = command_header{stamp.epoch(), stamp.next()};
+        to.push_back(p.store);
+        steps.push_back(std::move(s));
+      }
+      st.io.request_all(self, to, std::move(steps), [=](std::vector<store_step_done>& answers,
+                                                        const caf::error& failure) mutable {
         auto& st = self->state;
-        if (*failure)
-          return st.io.fail(rp, requester, "connector_step_done", *failure);
+        if (failure)
+          return st.io.fail(rp, requester, "connector_step_done", failure);
+        size_t next = 0;
+        for (auto& [peer, p] : *parts)
+          p.answer = std::move(answers[next++]);
         connector_step_done done;
         done.header = step.header;
         done.loads.resize(step.loads.size());
@@ -250,29 +264,7 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
           return st.io.fail(rp, requester, "connector_step_done", caf::make_error(caf::sec::invalid_argument, e.what()));
         }
         st.io.deliver(rp, requester, std::move(done));
-      };
-      for (auto& [peer, p] : *parts) {
-        auto to_store = st.policy->step(p.sub);
-        store_step s = to_store ? std::move(*to_store) : store_step{};
-        if (auto r = releases.find(peer); r != releases.end())
-          s.releases = std::move(r->second);
-        auto& stamp = st.stamps.try_emplace(p.store.id(), sequence_stamp(1)).first->second;
-        s.header = command_header{stamp.epoch(), stamp.next()};
-        const std::string key = peer;
-        st.io.request(
-            self, p.store, std::move(s),
-            [=](store_step_done& answer, uint64_t) mutable {
-              (*parts)[key].answer = std::move(answer);
-              if (--*left == 0)
-                finish();
-            },
-            [=](caf::error& err) mutable {
-              if (!*failure)
-                *failure = err;
-              if (--*left == 0)
-                finish();
-            });
-      }
+      });
       return rp;
     },
   };

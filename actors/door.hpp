@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <caf/actor_addr.hpp>
 #include <caf/actor_control_block.hpp>
@@ -144,6 +145,41 @@ public:
                                        caf::to_string(err));
               on_error(err);
             });
+  }
+
+  // Requests each `messages[i]` from `to[i]` at once; once every one is answered, calls
+  // done(answers, error) with the answers in that order and the first error (if any).
+  template <class Self, class Handle, class T, class Done>
+  void request_all(Self* self, const std::vector<Handle>& to, std::vector<T> messages, Done done) const {
+    using reply = typename reply_of<T>::type;
+    struct pending {
+      std::vector<reply> answers;
+      size_t left = 0;
+      caf::error failure;
+    };
+    if (messages.empty()) {
+      std::vector<reply> none;
+      return done(none, caf::error{});
+    }
+    auto all = std::make_shared<pending>();
+    all->answers.resize(messages.size());
+    all->left = messages.size();
+    auto arrived = [all, done]() mutable {
+      if (--all->left == 0)
+        done(all->answers, all->failure);
+    };
+    for (size_t i = 0; i < messages.size(); ++i)
+      request(
+          self, to[i], std::move(messages[i]),
+          [all, i, arrived](reply& r, uint64_t) mutable {
+            all->answers[i] = std::move(r);
+            arrived();
+          },
+          [all, arrived](caf::error& err) mutable {
+            if (!all->failure)
+              all->failure = err;
+            arrived();
+          });
   }
 
   // The answer the actor returns to the sender of the message it is handling.

@@ -128,15 +128,17 @@ connector_actor::behavior_type multi_connector(multi_ptr self, std::vector<multi
             (*subs)[i].leases.push_back(step.leases[k]);
             (*lease_index)[i].push_back(k);
           }
-      auto answers = std::make_shared<std::vector<connector_step_done>>(n);
-      auto left = std::make_shared<size_t>(n);
-      auto failure = std::make_shared<caf::error>();
       auto requester = self->current_sender();
       auto rp = self->make_response_promise<connector_step_done>();
-      auto finish = [=]() mutable {
+      std::vector<connector_actor> to;
+      for (const auto& l : st.leaves)
+        to.push_back(l.spec.actor);
+      st.io.request_all(self, to, std::move(*subs), [=](std::vector<connector_step_done>& answer,
+                                                         const caf::error& failure) mutable {
         auto& st = self->state;
-        if (*failure)
-          return st.io.fail(rp, requester, "connector_step_done", *failure);
+        if (failure)
+          return st.io.fail(rp, requester, "connector_step_done", failure);
+        auto* answers = &answer;
         connector_step_done done;
         done.header = step.header;
         done.loads.resize(step.loads.size());
@@ -195,21 +197,7 @@ connector_actor::behavior_type multi_connector(multi_ptr self, std::vector<multi
           done.saves.push_back(std::move(g));
         }
         st.io.deliver(rp, requester, std::move(done));
-      };
-      for (size_t i = 0; i < n; ++i)
-        st.io.request(
-            self, st.leaves[i].spec.actor, (*subs)[i],
-            [=](connector_step_done& answer, uint64_t) mutable {
-              (*answers)[i] = std::move(answer);
-              if (--*left == 0)
-                finish();
-            },
-            [=](caf::error& err) mutable {
-              if (!*failure)
-                *failure = err;
-              if (--*left == 0)
-                finish();
-            });
+      });
       return rp;
     },
   };

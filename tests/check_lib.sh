@@ -39,3 +39,22 @@ use_tmp_and_pids() {
   pids=()
   trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 }
+
+# Tests of `ordo topo run`: a temp dir in $tmp and the runner's pid in $runner (set it after
+# starting one), SIGKILLed and removed on exit; and checks of a run's output file.
+use_topo_runner() {
+  tmp=$(mktemp -d)
+  runner=
+  trap 'if [ -n "$runner" ]; then kill -KILL "$runner" 2>/dev/null; fi; rm -rf "$tmp"' EXIT
+}
+# Every pid a run printed ("pid N") is gone.
+no_process_left() {
+  local out=$1 p
+  for p in $(grep -oE 'pid [0-9]+' "$out" | cut -d' ' -f2 | sort -u); do
+    if kill -0 "$p" 2>/dev/null; then echo "left running: pid $p ($(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null))"; return 1; fi
+  done
+  return 0
+}
+# The logs directory a run named on its first line.
+logs_dir() { sed -nE '1s/^topology .*: logs in (.*)$/\1/p' "$1"; }
+last_line_is() { test "$(tail -n 1 "$1")" = "$2"; }

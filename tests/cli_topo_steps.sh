@@ -6,24 +6,7 @@
 set -u
 ordo=${1:?usage: cli_topo_steps.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
-tmp=$(mktemp -d)
-runner=
-cleanup() {
-  if [ -n "$runner" ]; then kill -KILL "$runner" 2>/dev/null; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# Every pid a run printed ("pid N") is gone.
-no_process_left() {
-  local out=$1 p
-  for p in $(grep -oE 'pid [0-9]+' "$out" | cut -d' ' -f2 | sort -u); do
-    if kill -0 "$p" 2>/dev/null; then echo "left running: pid $p ($(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null))"; return 1; fi
-  done
-  return 0
-}
-logs_dir() { sed -nE '1s/^topology .*: logs in (.*)$/\1/p' "$1"; }
-last_line_is() { test "$(tail -n 1 "$1")" = "$2"; }
+use_topo_runner
 # The state letter of /proc/PID/stat (T = stopped).
 proc_state() { sed -E 's/^.*\) (.).*$/\1/' "/proc/$1/stat" 2>/dev/null; }
 # Waits up to 120 s for a line matching $2 in file $1 (the runner still running).

@@ -6,25 +6,7 @@
 set -u
 ordo=${1:?usage: cli_topologies.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
-tmp=$(mktemp -d)
-runner=
-cleanup() {
-  if [ -n "$runner" ]; then kill -KILL "$runner" 2>/dev/null; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# Every pid a run printed ("pid N") is gone.
-no_process_left() {
-  local out=$1 p
-  for p in $(grep -oE 'pid [0-9]+' "$out" | cut -d' ' -f2 | sort -u); do
-    if kill -0 "$p" 2>/dev/null; then echo "left running: pid $p ($(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null))"; return 1; fi
-  done
-  return 0
-}
-# The logs directory a run named on its first line.
-logs_dir() { sed -nE '1s/^topology .*: logs in (.*)$/\1/p' "$1"; }
-last_line_is() { test "$(tail -n 1 "$1")" = "$2"; }
+use_topo_runner
 last_line_matches() { tail -n 1 "$1" | grep -qE "$2"; }
 
 # --- every shipped topology passes ---------------------------------------------------------
