@@ -1342,3 +1342,53 @@ TEST_CASE("scheduling: results carry time to first token and the gaps between to
   CHECK(r.first_token_ms == 1.0); // the fake clock advances 1 ms per step; one prefill step
   CHECK(r.inter_token_ms == std::vector<float>{1.0f, 1.0f, 1.0f});
 }
+
+TEST_CASE("scheduling P/D: a prefill's result waits for the step that commits its saves and leases them; "
+          "the anchor image is kept with checkpoint_interval = 0") {
+  for (bool pd : {true, false}) {
+    INFO("pd = " << pd);
+    auto o = hybrid_offload_options();
+    o.checkpoint_interval = 0;
+    o.pd = pd;
+    offload_harness h(o);
+    auto req = offload_harness::request_of(1, 700, 1, 1);
+    req.remote_decode = true;
+    h.sched.add(req, h.now);
+    h.drain_outbox();
+    int result_turn = -1, lease_turn = -1;
+    for (int i = 0; i < 50 && h.turn(); ++i)
+      if (result_turn < 0 && !h.results.empty())
+        result_turn = static_cast<int>(h.turns.size()) - 1;
+    REQUIRE(result_turn >= 0);
+    std::vector<int32_t> image_saves;
+    for (size_t t = 0; t < h.turns.size(); ++t) {
+      const auto& c = h.turns[t].connector;
+      if (!c)
+        continue;
+      for (const auto& s : c->saves)
+        if (s.object.key.kind == static_cast<uint8_t>(object_kind::state_image))
+          image_saves.push_back(s.object.tokens);
+      if (!c->leases.empty()) {
+        lease_turn = static_cast<int>(t);
+        REQUIRE(c->leases.size() == 1);
+        CHECK(c->leases[0].request_id == 1);
+        CHECK(c->leases[0].num_prompt_tokens == 700);
+        CHECK(c->leases[0].hashes.size() == 700 / 64);
+        CHECK(c->leases[0].hashes == std::vector<uint64_t>(h.lookups.at(1).hashes.begin(),
+                                                          h.lookups.at(1).hashes.begin() + 700 / 64));
+        // The commits of the last step's saves travel in the same step, ahead of the lease.
+        int32_t commits = 0;
+        for (const auto& f : c->finished)
+          commits += f.is_save && f.ok;
+        CHECK(commits > 0);
+      }
+    }
+    if (pd) {
+      CHECK(lease_turn == result_turn); // the answer goes out with the lease's connector step answer
+      CHECK(image_saves == std::vector<int32_t>{640}); // the anchor, floor_64(699)
+    } else {
+      CHECK(lease_turn == -1);
+      CHECK(image_saves.empty()); // checkpoint_interval = 0: no image for itself
+    }
+  }
+}
