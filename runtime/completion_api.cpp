@@ -579,7 +579,8 @@ json ordo_json(const completion_result& r) {
               {"reason", r.reason},
               {"logits_digest", format_digest(r.logits_digest)},
               {"num_preemptions", r.num_preemptions},
-              {"duration_ms", r.duration_ms}};
+              {"duration_ms", r.duration_ms},
+              {"first_token_ms", r.first_token_ms}};
 }
 
 // The fields every response and chunk starts with; ids are "cmpl-N" / "chatcmpl-N".
