@@ -31,8 +31,8 @@ check "topo_steps: exits 0" test "$code" -eq 0
 check "topo_steps: 11 passed, 0 failed" last_line_is "$out" "11 passed, 0 failed"
 check "topo_steps: p is stopped (state T) during sleep_ms (was '$paused_state')" test "$paused_state" = T
 check "topo_steps: p is resumed" grep -qE '^ok   7 resume node p: pid [0-9]+ continued \(SIGCONT\)$' "$out"
-check "topo_steps: a send prints the node's duration_ms and the runner's wall_ms" \
-  grep -qE '^ok   1 ref: send node ref: 200 resume_at=0 digest=[0-9a-f]+ duration_ms=[0-9.]+ wall_ms=[0-9]+$' "$out"
+check "topo_steps: a send prints the node's duration_ms and first_token_ms and the runner's wall_ms" \
+  grep -qE '^ok   1 ref: send node ref: 200 resume_at=0 digest=[0-9a-f]+ duration_ms=[0-9.]+ first_token_ms=[0-9.]+ wall_ms=[0-9]+$' "$out"
 check "topo_steps: a metric with labels prints the value found" \
   grep -qxF 'ok   2 metric node ref: ordo_requests_total{status="ok"} = 1' "$out"
 check "topo_steps: a metric without labels is the unlabelled sample" \
