@@ -9,6 +9,9 @@ batch size with the same keys.
 
   python3 tools/torch_reference.py --preset dense --size 1b --dtype bf16 --batch 1 8
   python3 tools/torch_reference.py --check-logits          # tiny dense, seed 0, first 8 logits
+  python3 tools/torch_reference.py --preset dense --size 1b --dtype fp32 --batch 1 8 16 --cuda-graph
+                                   # decode with a static KV cache, the step captured in one CUDA graph
+  python3 tools/torch_reference.py --check-graph           # the graph decode's tokens = the eager decode's
 
 Deliberately simple: contiguous KV cache, F.scaled_dot_product_attention, and a per-token Python
 loop for the gated delta net (no chunked kernel), so gdn numbers are a naive lower bound.
@@ -259,6 +262,73 @@ def forward(d, m, cache, tokens, rows, start, cos, sin, gqa_native):
     return F.linear(last, m["lm_head"]).float()
 
 
+def decode_step_static(d, m, cache, tok, pos, cos, sin, mask_base, gqa_native=True):
+    """One decode step of the dense preset with fixed shapes, capturable in a CUDA graph (the
+    static-KV-cache decode other engines capture): tok [B, 1], pos a 1-element int64 device tensor
+    (the position being written, the same for every row). Attention runs over the whole cache
+    with positions after `pos` masked, K/V are written at `pos` by index_copy_. Returns the
+    argmax [B, 1] and advances nothing (the caller's graph does)."""
+    B = tok.shape[0]
+    nq, nkv, hd = d["nq"], d["nkv"], d["head_dim"]
+    h = F.embedding(tok, m["embed"])
+    c, s_ = cos.index_select(0, pos), sin.index_select(0, pos)  # [1, hd/2]
+    # 0 where position <= pos, -inf after: [1, 1, 1, max_len]
+    mask = torch.where(mask_base <= pos, 0.0, float("-inf")).to(h.dtype).view(1, 1, 1, -1)
+    for L, st in zip(m["layers"], cache.layers):
+        xn = rmsnorm(h, L["ln1"], d["norm_eps"])
+        qkv = F.linear(xn, L["wqkv"])
+        q = qkv[..., :nq * hd].view(B, 1, nq, hd).transpose(1, 2)
+        k = qkv[..., nq * hd:(nq + nkv) * hd].view(B, 1, nkv, hd).transpose(1, 2)
+        v = qkv[..., (nq + nkv) * hd:].view(B, 1, nkv, hd).transpose(1, 2)
+        q, k = apply_rope(q, c, s_), apply_rope(k, c, s_)
+        st["k"].index_copy_(2, pos, k)
+        st["v"].index_copy_(2, pos, v)
+        if gqa_native:
+            o = F.scaled_dot_product_attention(q, st["k"], st["v"], attn_mask=mask, enable_gqa=True)
+        else:
+            g = nq // nkv
+            o = F.scaled_dot_product_attention(q, st["k"].repeat_interleave(g, 1), st["v"].repeat_interleave(g, 1),
+                                               attn_mask=mask)
+        h = h + F.linear(o.transpose(1, 2).reshape(B, 1, nq * hd), L["wo"])
+        xn = rmsnorm(h, L["ln2"], d["norm_eps"])
+        gu = F.linear(xn, L["wgu"])
+        mlp = d["mlp_dim"]
+        h = h + F.linear(F.silu(gu[..., :mlp]) * gu[..., mlp:], L["wdown"])
+    last = rmsnorm(h[:, -1], m["final_norm"], d["norm_eps"])
+    return F.linear(last, m["lm_head"]).float().argmax(-1).view(B, 1)
+
+
+def graph_decode(d, m, cache, first_tok, start, steps, cos, sin, device, gqa_native):
+    """Decode `steps` tokens from position `start` by replaying one captured step (tok and pos
+    updated inside the graph). Returns (wall seconds, device ms)."""
+    max_len = cache.layers[0]["k"].shape[2]
+    mask_base = torch.arange(max_len, device=device)
+    tok = first_tok.clone()
+    pos = torch.tensor([start], dtype=torch.long, device=device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph (allocator, kernels' first launch)
+        for _ in range(2):
+            decode_step_static(d, m, cache, tok, pos, cos, sin, mask_base, gqa_native)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        nxt = decode_step_static(d, m, cache, tok, pos, cos, sin, mask_base, gqa_native)
+        tok.copy_(nxt)
+        pos.add_(1)
+    pos.fill_(start)  # the capture itself ran nothing; the warm-up wrote K/V at `start` only
+    tok.copy_(first_tok)
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    e0.record()
+    for _ in range(steps):
+        graph.replay()
+    e1.record()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, e0.elapsed_time(e1)
+
+
 # ---------------------------------------------------------------- bench
 
 
@@ -307,15 +377,20 @@ def run_batch(d, m, args, batch, device, dtype, cos, sin, gqa):
         torch.cuda.synchronize()
         pre_s, pre_dev = time.perf_counter() - t0, e0.elapsed_time(e1)
         tok = torch.cat(last).view(batch, 1)
-        # decode: one token per request per step, greedy (argmax) feeding the next step
-        e0, e1 = ev(), ev()
-        t0 = time.perf_counter()
-        e0.record()
-        for s in range(args.decode_steps):
-            tok = forward(d, m, cache, tok, all_rows, args.prompt_tokens + s, cos, sin, gqa).argmax(-1).view(batch, 1)
-        e1.record()
-        torch.cuda.synchronize()
-        dec_s, dec_dev = time.perf_counter() - t0, e0.elapsed_time(e1)
+        if args.cuda_graph:
+            # decode: the whole step captured once and replayed, static KV cache
+            dec_s, dec_dev = graph_decode(d, m, cache, tok, args.prompt_tokens, args.decode_steps, cos, sin, device,
+                                          gqa and not args.repeat_kv)
+        else:
+            # decode: one token per request per step, greedy (argmax) feeding the next step
+            e0, e1 = ev(), ev()
+            t0 = time.perf_counter()
+            e0.record()
+            for s in range(args.decode_steps):
+                tok = forward(d, m, cache, tok, all_rows, args.prompt_tokens + s, cos, sin, gqa).argmax(-1).view(batch, 1)
+            e1.record()
+            torch.cuda.synchronize()
+            dec_s, dec_dev = time.perf_counter() - t0, e0.elapsed_time(e1)
 
     def phase(tokens, steps, secs, dev_ms):
         return {"tokens": tokens, "steps": steps, "seconds": secs, "tokens_per_s": tokens / secs if secs > 0 else 0.0,
@@ -355,7 +430,9 @@ def bench(args):
              "kv_dtype": args.dtype, "device": "torch %s %s" % (torch.__version__, name),
              "prompt_tokens": args.prompt_tokens, "decode_steps": args.decode_steps, "batch": batch,
              "max_batch_tokens": args.prompt_tokens, "block_size": 0, "model_build_s": build_s,
-             "prefill": pre, "decode": dec, "impl": "torch_reference", "dtype": args.dtype}
+             "prefill": pre, "decode": dec, "dtype": args.dtype,
+             "impl": ("torch_reference_cuda_graph" + ("_repeat_kv" if args.repeat_kv else "")) if args.cuda_graph
+                     else "torch_reference"}
         print("BENCH_JSON " + json.dumps(j), flush=True)
 
 
@@ -375,6 +452,58 @@ def check_logits(args):
     print("logits[last, :8] " + " ".join("%.6f" % x for x in logits[0, :8].tolist()))
 
 
+def check_graph(args):
+    """The captured decode must produce the eager decode's tokens (tiny dense, fp32, batch 2)."""
+    device = "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    d = dims_of("dense", "tiny")
+    m = build_model(d, 0, device, torch.float32)
+    P, steps, B = 40, 12, 2
+    cos, sin = rope_table(d, P + steps + 4, device)
+    gqa = gqa_supported(device)
+    with torch.inference_mode():
+        eager, graphed = Cache(d, B, P + steps + 1, device, torch.float32), Cache(d, B, P + steps + 1, device, torch.float32)
+        firsts = []
+        for r in range(B):
+            t = torch.tensor([prompt_tokens(r, P, d["vocab"])], device=device)
+            rows = torch.tensor([r], device=device)
+            firsts.append(forward(d, m, eager, t, rows, 0, cos, sin, gqa).argmax(-1))
+            forward(d, m, graphed, t, rows, 0, cos, sin, gqa)
+        tok = torch.cat(firsts).view(B, 1)
+        want = []
+        t = tok
+        for s in range(steps):
+            t = forward(d, m, eager, t, torch.arange(B, device=device), P + s, cos, sin, gqa).argmax(-1).view(B, 1)
+            want.append(t)
+        # graph: replay and read tok after each replay
+        max_len = graphed.layers[0]["k"].shape[2]
+        mask_base = torch.arange(max_len, device=device)
+        gt = tok.clone()
+        pos = torch.tensor([P], dtype=torch.long, device=device)
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            decode_step_static(d, m, graphed, gt, pos, cos, sin, mask_base, gqa)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(graph):
+            nxt = decode_step_static(d, m, graphed, gt, pos, cos, sin, mask_base, gqa)
+            gt.copy_(nxt)
+            pos.add_(1)
+        pos.fill_(P)
+        gt.copy_(tok)
+        got = []
+        for s in range(steps):
+            graph.replay()
+            got.append(gt.clone())
+        torch.cuda.synchronize()
+    same = all(torch.equal(a, b) for a, b in zip(want, got))
+    print("check-graph dense/tiny: %d steps x %d rows, graph tokens %s eager tokens: %s" %
+          (steps, B, "==" if same else "!=", "PASS" if same else "FAIL"))
+    if not same:
+        raise SystemExit(1)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="dense", choices=["dense", "gdn_hybrid"])
@@ -387,7 +516,18 @@ def main():
     p.add_argument("--decode-steps", type=int, default=16)
     p.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     p.add_argument("--check-logits", action="store_true")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="decode with a static KV cache and the whole step captured in one CUDA graph (dense only)")
+    p.add_argument("--repeat-kv", action="store_true",
+                   help="--cuda-graph: expand K/V to every q head (repeat_interleave) instead of SDPA's enable_gqa "
+                        "(faster for bf16 on the H200, slower for fp32 at batch 1)")
+    p.add_argument("--check-graph", action="store_true",
+                   help="tiny dense: the graph decode's tokens equal the eager decode's (then exit)")
     args = p.parse_args()
+    if (args.cuda_graph or args.check_graph) and args.preset != "dense":
+        raise SystemExit("--cuda-graph / --check-graph: the static decode step is written for the dense preset only")
+    if args.check_graph:
+        return check_graph(args)
     if args.check_logits:
         check_logits(args)
     else:
