@@ -305,6 +305,7 @@ std::string summary(wire::TraceRecord::Reader r) {
     }, 1);
     l.items("loads", m.getLoads(), order, 1);
     l.items("saves", m.getSaves(), order, 1);
+    l.items("leases", m.getLeases(), [](wire::LeaseOrder::Reader o) { return "req " + std::to_string(o.getRequestId()); }, 2);
     if (m.getEvictAll())
       l.add("evict-all");
     if (l.s.empty())
@@ -318,6 +319,9 @@ std::string summary(wire::TraceRecord::Reader r) {
     };
     l.items("loads", m.getLoads(), g, 1);
     l.items("saves", m.getSaves(), g, 1);
+    l.items("leases", m.getLeases(), [](wire::LeaseGrant::Reader o) {
+      return "req " + std::to_string(o.getRequestId()) + " " + std::to_string(o.getNumObjects()) + " objects";
+    }, 2);
     l.add(stats(m.getStats()));
     if (m.getNumEvicted())
       l.kv("evicted", m.getNumEvicted());
@@ -337,6 +341,11 @@ std::string summary(wire::TraceRecord::Reader r) {
     l.items("unpins", m.getUnpins(), key, 1);
     l.items("pins", m.getPins(), object_ref, 1);
     l.items("reserves", m.getReserves(), object_ref, 1);
+    l.items("leases", m.getLeases(), [](wire::StoreLease::Reader o) {
+      return std::string(o.getTransferId().cStr()) + " " + std::to_string(o.getKeys().size()) + " keys " +
+             std::to_string(o.getLeaseMs()) + " ms";
+    }, 2);
+    l.items("releases", m.getReleases(), [](capnp::Text::Reader t) { return std::string(t.cStr()); }, 2);
     if (m.getEvictAll())
       l.add("evict-all");
     if (l.s.empty())
@@ -350,9 +359,24 @@ std::string summary(wire::TraceRecord::Reader r) {
     };
     l.items("pins", m.getPins(), g, 1);
     l.items("reserves", m.getReserves(), g, 1);
+    l.items("leased", m.getLeased(), [](int32_t n) { return std::to_string(n); }, 4);
     l.add(stats(m.getStats()));
     if (m.getNumEvicted())
       l.kv("evicted", m.getNumEvicted());
+    break;
+  }
+  case P::STORE_HELLO: {
+    auto m = p.getStoreHello();
+    l.kv("engine", m.getEngineId().cStr()).kv("ns", hex(m.getNamespaceId())).kv("wire", hex(m.getWireDigest()));
+    break;
+  }
+  case P::STORE_WELCOME: {
+    auto m = p.getStoreWelcome();
+    if (m.getOk())
+      l.add("ok").kv("store", m.getStoreId().cStr()).kv("arena", m.getArenaBytes()).kv("granularity",
+                                                                                      m.getGranularity().cStr());
+    else
+      l.add("REFUSED").add(m.getWhy().cStr());
     break;
   }
   case P::STORE_CORRUPT: l.kv("kind", object_kind_name(p.getStoreCorrupt().getKind())); break;
