@@ -107,16 +107,13 @@ struct node::impl {
   std::shared_ptr<host_window> window; // connector "store": where store arenas are mapped
   std::shared_ptr<store_link_status> store_link;
   std::string engine_id;
-  // P/D: this node's host tier is a store server over a sealed memfd, published to peers.
-  std::unique_ptr<store_arena> pd_arena;
+  // Sealed memfd arenas this node maps into its window and registers with the device (window
+  // offset, arena): P/D's own host tier first (offset 0, a store server published to peers), then
+  // multi's offload leaf and each peer's staging arena with pd.transport = "tcp".
+  std::vector<std::pair<uint64_t, std::unique_ptr<store_arena>>> window_arenas;
   std::unique_ptr<arena_fd_server> pd_arena_socket;
   std::shared_ptr<store_server_shared> pd_shared;
-  // multi with an offload leaf: the in-process tier's arena, mapped into the window after pd's.
-  std::unique_ptr<store_arena> offload_arena;
-  uint64_t offload_base = 0;
   std::vector<std::pair<std::string, std::shared_ptr<std::atomic<uint64_t>>>> multi_hits; // per leaf
-  // pd.transport = "tcp": each peer's staging arena, mapped into the window (window offset, arena).
-  std::vector<std::pair<uint64_t, std::unique_ptr<store_arena>>> pd_staging;
   int actor_port = 0;
   caf::actor store;
   scheduler_actor scheduler;
@@ -125,22 +122,25 @@ struct node::impl {
 
   explicit impl(node_config c) : cfg(std::move(c)) {}
 
+  // A new arena of `bytes` in the window, registered with the device; returns its window offset.
+  uint64_t map_arena(uint64_t bytes) {
+    auto arena = std::make_unique<store_arena>(bytes);
+    const uint64_t at = window->attach(arena->fd(), bytes);
+    window_arenas.emplace_back(at, std::move(arena));
+    dev->register_host(window->base() + at, bytes);
+    return at;
+  }
+
   void free_host_arena() {
     if (host_arena && dev && !window)
       dev->free_host_pinned(host_arena);
-    if (pd_arena && dev && window)
-      dev->unregister_host(window->base());
-    if (offload_arena && dev && window)
-      dev->unregister_host(window->base() + offload_base);
-    offload_arena.reset();
-    for (auto& [at, arena] : pd_staging)
-      if (dev && window)
+    if (dev && window)
+      for (const auto& [at, arena] : window_arenas)
         dev->unregister_host(window->base() + at);
-    pd_staging.clear();
     pd_arena_socket.reset();
     host_arena = nullptr;
     window.reset(); // after every actor stopped: the client unregistered what it mapped
-    pd_arena.reset();
+    window_arenas.clear();
   }
 };
 
@@ -239,11 +239,9 @@ int node::start() {
     // arenas are mapped after it as their sessions open.
     const uint64_t bytes = static_cast<uint64_t>(d.cfg.store_capacity_mb) << 20;
     d.window = std::make_shared<host_window>(opts.host_arena_bytes);
-    d.pd_arena = std::make_unique<store_arena>(bytes);
-    if (d.window->attach(d.pd_arena->fd(), bytes) != 0)
+    if (d.map_arena(bytes) != 0)
       throw std::runtime_error("P/D: this node's arena did not map at the start of its window");
     d.host_arena = d.window->base();
-    dev->register_host(d.host_arena, bytes);
     store_server_options so;
     so.arena = d.host_arena;
     so.arena_bytes = bytes;
@@ -275,15 +273,14 @@ int node::start() {
   tap.names->add(store.id(), "store");
   d.store = caf::actor_cast<caf::actor>(store);
   store_actor offload_store; // multi's offload leaf: an in-process tier in the window after pd's arena
+  uint64_t offload_base = 0;
   if (d.cfg.connector == connector_kind::multi && d.cfg.has_leaf(connector_kind::offload)) {
     const uint64_t bytes = static_cast<uint64_t>(d.cfg.store_capacity_mb) << 20;
-    d.offload_arena = std::make_unique<store_arena>(bytes);
-    d.offload_base = d.window->attach(d.offload_arena->fd(), bytes);
-    dev->register_host(d.window->base() + d.offload_base, bytes);
-    offload_store = spawn_store(sys, d.window->base() + d.offload_base, bytes, tap);
+    offload_base = d.map_arena(bytes);
+    offload_store = spawn_store(sys, d.window->base() + offload_base, bytes, tap);
     tap.names->add(offload_store.id(), "store:offload");
     spdlog::info("ordo node: multi: offload leaf of {} MiB at window offset {}", d.cfg.store_capacity_mb,
-                 d.offload_base);
+                 offload_base);
   }
   if (opts.offload && !d.window)
     spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
@@ -299,14 +296,11 @@ int node::start() {
         // The peer's bytes come as CAF messages into a staging arena of this node's own, mapped
         // into the window (so grants stay window offsets) and registered with the device.
         const uint64_t bytes = static_cast<uint64_t>(d.cfg.store_capacity_mb) << 20;
-        auto arena = std::make_unique<store_arena>(bytes);
-        const uint64_t at = window->attach(arena->fd(), bytes);
-        dev->register_host(window->base() + at, bytes);
+        const uint64_t at = d.map_arena(bytes);
         pc.tcp = true;
         pc.staging_base = window->base() + at;
         pc.staging_bytes = bytes;
         pc.staging_offset = at;
-        d.pd_staging.emplace_back(at, std::move(arena));
       }
       const auto address = parse_host_port(endpoint);
       pc.host = address ? address->host : endpoint;
@@ -340,7 +334,7 @@ int node::start() {
           leaf_opts.lease_ms = 0;
           auto leaf = spawn_connector(sys, to_string(kind), leaf_opts, offload_store, 1, tap);
           tap.names->add(leaf.id(), std::string("connector:") + to_string(kind));
-          leaves.push_back({leaf, to_string(kind), d.offload_base, false});
+          leaves.push_back({leaf, to_string(kind), offload_base, false});
           hits.emplace_back(to_string(kind), leaves.back().hits);
         }
       }
@@ -448,8 +442,9 @@ int node::start() {
     spdlog::info("ordo node: engine id {}", d.engine_id);
     if (d.pd_shared) {
       d.pd_shared->set_engine_id(d.engine_id);
+      const store_arena& own = *d.window_arenas.front().second; // P/D's own host tier: what peers map
       d.pd_arena_socket = std::make_unique<arena_fd_server>(
-          "ordo-node-" + d.engine_id + "-" + std::to_string(::getpid()), d.pd_arena->fd(), d.pd_arena->size());
+          "ordo-node-" + d.engine_id + "-" + std::to_string(::getpid()), own.fd(), own.size());
       d.pd_shared->set_arena_socket(d.pd_arena_socket->name());
     }
     if (d.store_link)
