@@ -1,13 +1,12 @@
 #include "actors/connector.hpp"
 
-#include <deque>
 #include <map>
 #include <memory>
-#include <unordered_map>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/connector_shell.hpp"
 #include "runtime/connector_policy.hpp"
 #include "runtime/sequence_check.hpp"
 
@@ -24,17 +23,6 @@ struct connector_state {
 };
 
 using self_ptr = connector_actor::stateful_pointer<connector_state>;
-
-// A connector step out of (epoch, seq) order is refused and changes nothing.
-template <class Self>
-std::optional<caf::error> out_of_order(Self* self, const connector_step& step) {
-  auto& st = self->state;
-  auto why = st.steps.accept(step.header.epoch, step.header.seq);
-  if (why.empty())
-    return std::nullopt;
-  spdlog::critical("connector: {}", why);
-  return st.io.refuse(self, "connector_step_done", why);
-}
 
 // A lookup: the store query the policy needs, sent to `store`, and the answer built from its
 // reply (from_peer: the coverage lies in a P/D peer's host tier).
@@ -120,9 +108,8 @@ struct pd_state {
     std::string peer;
     std::string transfer_id;
   };
-  std::unordered_map<uint64_t, peer_request> request_peer;
-  std::deque<uint64_t> request_order;                     // oldest first, to bound request_peer
-  std::map<caf::actor_id, sequence_stamp> stamps;         // per store: its steps' (epoch, seq)
+  recent_requests<peer_request> request_peer;
+  std::map<caf::actor_id, sequence_stamp> stamps; // per store: its steps' (epoch, seq)
   sequence_check steps;
   door io;
   static inline const char* name = "connector";
@@ -142,8 +129,8 @@ struct pd_state {
     return it->second;
   }
   std::string peer_of(uint64_t request_id) const {
-    auto it = request_peer.find(request_id);
-    return it == request_peer.end() ? std::string() : it->second.peer;
+    const auto* r = request_peer.find(request_id);
+    return r ? r->peer : std::string();
   }
 };
 
@@ -154,7 +141,6 @@ struct pd_part {
   store_actor store;
   connector_step sub;
   std::vector<size_t> load_index, save_index;
-  store_step_done answer;
 };
 
 connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options, store_actor local,
@@ -170,14 +156,8 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
       auto& st = self->state;
       st.io.received(self->current_sender(), lookup);
       const bool remote = !lookup.peer.empty();
-      if (remote && st.request_peer.emplace(lookup.request_id, pd_state::peer_request{lookup.peer, lookup.transfer_id})
-                        .second) {
-        st.request_order.push_back(lookup.request_id);
-        while (st.request_order.size() > 65536) {
-          st.request_peer.erase(st.request_order.front());
-          st.request_order.pop_front();
-        }
-      }
+      if (remote)
+        st.request_peer.put(lookup.request_id, {lookup.peer, lookup.transfer_id});
       return lookup_through(self, st.store_of(lookup.peer), lookup, remote);
     },
     [=](const connector_step& step) -> caf::result<connector_step_done> {
@@ -202,12 +182,11 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
       part("").sub.leases = step.leases;
       std::map<std::string, std::vector<std::string>> releases; // per peer: transfer ids
       for (const auto& f : step.finished) {
-        auto pr = f.is_save ? st.request_peer.end() : st.request_peer.find(f.request_id);
-        const bool to_peer = pr != st.request_peer.end();
-        part(to_peer ? pr->second.peer : std::string()).sub.finished.push_back(f);
-        if (to_peer && !pr->second.transfer_id.empty()) {
-          releases[pr->second.peer].push_back(std::move(pr->second.transfer_id));
-          pr->second.transfer_id.clear(); // once per request
+        auto* pr = f.is_save ? nullptr : st.request_peer.find(f.request_id);
+        part(pr ? pr->peer : std::string()).sub.finished.push_back(f);
+        if (pr && !pr->transfer_id.empty()) {
+          releases[pr->peer].push_back(std::move(pr->transfer_id));
+          pr->transfer_id.clear(); // once per request
         }
       }
       for (size_t i = 0; i < step.loads.size(); ++i) {
@@ -239,16 +218,14 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
         auto& st = self->state;
         if (failure)
           return st.io.fail(rp, requester, "connector_step_done", failure);
-        size_t next = 0;
-        for (auto& [peer, p] : *parts)
-          p.answer = std::move(answers[next++]);
         connector_step_done done;
         done.header = step.header;
         done.loads.resize(step.loads.size());
         done.saves.resize(step.saves.size());
         try {
+          size_t next = 0; // answers come in the order of `parts`
           for (auto& [peer, p] : *parts) {
-            auto answered = st.policy->step_answered(p.sub, p.answer);
+            auto answered = st.policy->step_answered(p.sub, answers[next++]);
             for (size_t k = 0; k < p.load_index.size(); ++k)
               done.loads[p.load_index[k]] = std::move(answered.loads[k]);
             for (size_t k = 0; k < p.save_index.size(); ++k)

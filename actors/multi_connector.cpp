@@ -9,13 +9,12 @@
 // reused before every leaf is done with it.
 #include "actors/connector.hpp"
 
-#include <deque>
 #include <memory>
 #include <unordered_map>
 
 #include <caf/all.hpp>
-#include <spdlog/spdlog.h>
 
+#include "actors/connector_shell.hpp"
 #include "runtime/host_store.hpp"
 #include "runtime/sequence_check.hpp"
 
@@ -30,26 +29,16 @@ struct leaf_state {
 
 struct multi_state {
   std::vector<leaf_state> leaves;
-  std::unordered_map<uint64_t, size_t> winner; // request → the leaf whose coverage it loads
-  std::deque<uint64_t> winner_order;           // oldest first, to bound `winner`
+  recent_requests<size_t> winner; // request → the leaf whose coverage it loads
   // Saves granted and not yet committed or aborted: the leaves that granted each.
   std::unordered_map<object_key, std::vector<size_t>, object_key_hash> saving;
   sequence_check steps;
   door io;
   static inline const char* name = "connector";
 
-  void remember(uint64_t request_id, size_t leaf) {
-    if (winner.insert_or_assign(request_id, leaf).second) {
-      winner_order.push_back(request_id);
-      while (winner_order.size() > 65536) {
-        winner.erase(winner_order.front());
-        winner_order.pop_front();
-      }
-    }
-  }
   size_t winner_of(uint64_t request_id) const {
-    auto it = winner.find(request_id);
-    return it == winner.end() ? 0 : it->second;
+    const size_t* leaf = winner.find(request_id);
+    return leaf ? *leaf : 0;
   }
 };
 
@@ -65,7 +54,7 @@ void lookup_from(multi_ptr self, size_t i, connector_lookup lookup, caf::typed_r
         auto& st = self->state;
         if (done.cpu_tokens == 0 && i + 1 < st.leaves.size())
           return lookup_from(self, i + 1, std::move(lookup), rp, requester);
-        st.remember(lookup.request_id, i);
+        st.winner.put(lookup.request_id, i);
         if (done.cpu_tokens > 0)
           st.leaves[i].spec.hits->fetch_add(1);
         done.connector = "multi:" + st.leaves[i].spec.name;
@@ -91,41 +80,39 @@ connector_actor::behavior_type multi_connector(multi_ptr self, std::vector<multi
     [=](const connector_step& step) -> caf::result<connector_step_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), step);
-      if (auto why = st.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
-        spdlog::critical("connector: {}", why);
-        return st.io.refuse(self, "connector_step_done", why);
-      }
+      if (auto refused = out_of_order(self, step))
+        return *refused;
       const size_t n = st.leaves.size();
-      auto subs = std::make_shared<std::vector<connector_step>>(n);
+      std::vector<connector_step> subs(n); // one step per leaf
       auto load_index = std::make_shared<std::vector<std::vector<size_t>>>(n);
       auto lease_index = std::make_shared<std::vector<std::vector<size_t>>>(n);
       for (size_t i = 0; i < n; ++i) {
-        auto& sub = (*subs)[i];
+        auto& sub = subs[i];
         sub.header = {st.leaves[i].stamp.epoch(), st.leaves[i].stamp.next()};
         sub.evict_all = step.evict_all;
         sub.saves = step.saves; // saves fan out
       }
       for (const auto& f : step.finished) {
         if (!f.is_save) {
-          (*subs)[st.winner_of(f.request_id)].finished.push_back(f);
+          subs[st.winner_of(f.request_id)].finished.push_back(f);
           continue;
         }
         auto it = st.saving.find(f.key);
         if (it == st.saving.end())
           continue; // granted by no leaf: nothing to commit or abort
         for (size_t i : it->second)
-          (*subs)[i].finished.push_back(f);
+          subs[i].finished.push_back(f);
         st.saving.erase(it);
       }
       for (size_t k = 0; k < step.loads.size(); ++k) {
         size_t i = st.winner_of(step.loads[k].request_id);
-        (*subs)[i].loads.push_back(step.loads[k]);
+        subs[i].loads.push_back(step.loads[k]);
         (*load_index)[i].push_back(k);
       }
       for (size_t k = 0; k < step.leases.size(); ++k)
         for (size_t i = 0; i < n; ++i)
           if (st.leaves[i].spec.takes_leases) {
-            (*subs)[i].leases.push_back(step.leases[k]);
+            subs[i].leases.push_back(step.leases[k]);
             (*lease_index)[i].push_back(k);
           }
       auto requester = self->current_sender();
@@ -133,12 +120,11 @@ connector_actor::behavior_type multi_connector(multi_ptr self, std::vector<multi
       std::vector<connector_actor> to;
       for (const auto& l : st.leaves)
         to.push_back(l.spec.actor);
-      st.io.request_all(self, to, std::move(*subs), [=](std::vector<connector_step_done>& answer,
-                                                         const caf::error& failure) mutable {
+      st.io.request_all(self, to, std::move(subs), [=](std::vector<connector_step_done>& answers,
+                                                        const caf::error& failure) mutable {
         auto& st = self->state;
         if (failure)
           return st.io.fail(rp, requester, "connector_step_done", failure);
-        auto* answers = &answer;
         connector_step_done done;
         done.header = step.header;
         done.loads.resize(step.loads.size());
@@ -146,7 +132,7 @@ connector_actor::behavior_type multi_connector(multi_ptr self, std::vector<multi
         for (size_t k = 0; k < step.leases.size(); ++k)
           done.leases[k].request_id = step.leases[k].request_id;
         for (size_t i = 0; i < n; ++i) {
-          auto& a = (*answers)[i];
+          auto& a = answers[i];
           const uint64_t base = st.leaves[i].spec.window_offset;
           if (a.loads.size() != (*load_index)[i].size() || a.saves.size() != step.saves.size() ||
               a.leases.size() != (*lease_index)[i].size())
@@ -166,15 +152,15 @@ connector_actor::behavior_type multi_connector(multi_ptr self, std::vector<multi
           }
           done.num_evicted += a.num_evicted;
         }
-        done.stats = (*answers)[0].stats;
-        done.granularity = (*answers)[0].granularity;
+        done.stats = answers[0].stats;
+        done.granularity = answers[0].granularity;
         // A save: the first leaf that granted it is the grant, the others its copies; if none
         // granted, "exists" wins (the bytes are stored), else the first leaf's refusal.
         for (size_t k = 0; k < step.saves.size(); ++k) {
           transfer_grant g;
           std::vector<size_t> granted;
           for (size_t i = 0; i < n; ++i) {
-            const auto& a = (*answers)[i].saves[k];
+            const auto& a = answers[i].saves[k];
             if (!a.ok)
               continue;
             const uint64_t at = a.data_offset + st.leaves[i].spec.window_offset;
@@ -187,10 +173,10 @@ connector_actor::behavior_type multi_connector(multi_ptr self, std::vector<multi
             granted.push_back(i);
           }
           if (granted.empty()) {
-            g = (*answers)[0].saves[k];
+            g = answers[0].saves[k];
             for (size_t i = 0; i < n; ++i)
-              if ((*answers)[i].saves[k].status == "exists")
-                g = (*answers)[i].saves[k];
+              if (answers[i].saves[k].status == "exists")
+                g = answers[i].saves[k];
           } else {
             st.saving[step.saves[k].object.key] = std::move(granted);
           }
