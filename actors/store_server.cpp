@@ -175,15 +175,13 @@ std::map<caf::actor_addr, session>::iterator session_of(self_ptr self) {
   return st.sessions.emplace(addr, std::move(s)).first;
 }
 
+// A request from an actor with no session: refused (named, counted), nothing changes.
 caf::error no_session(self_ptr self, const std::string& kind) {
   auto& st = self->state;
   st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
   const std::string reply = kind + "_done";
   return st.io.refuse(self, reply.c_str(), kind + " from an actor with no session: send store_hello first");
 }
-
-// A request from an actor with no session: refused (named, counted), nothing changes.
-caf::error no_session(self_ptr self, const std::string& kind);
 
 // The session's record of what it holds, after `step` was applied and answered by `done`.
 void track(session& s, const store_step& step, const store_step_done& done) {
@@ -244,16 +242,15 @@ void apply_leases(self_ptr self, const session& s, const store_step& step, store
     const auto& order = step.leases[i];
     const lease_id id{ns, order.transfer_id};
     st.end_lease(id);
+    if (order.lease_ms <= 0)
+      continue; // pd.lease_ms = 0: nothing is held
     lease l;
     l.generation = ++st.lease_generation;
     for (const auto& k : order.keys)
       if (k.namespace_id == ns && st.core->hold(k))
         l.held.push_back(k);
-    if (l.held.empty() || order.lease_ms <= 0) {
-      for (const auto& k : l.held)
-        st.core->release_hold(k);
+    if (l.held.empty())
       continue;
-    }
     done.leased[i] = static_cast<int32_t>(l.held.size());
     self->delayed_send(self, std::chrono::milliseconds(order.lease_ms), lease_expire_atom_v, ns, order.transfer_id,
                        l.generation);
