@@ -255,23 +255,22 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
 }
 
 // kv_transfer.connectors = "pd,offload": the leaves of connector "multi", in lookup order.
-static void read_leaves(const reader& r, node_config& cfg) {
+void read_leaves(const reader& r, node_config& cfg) {
   std::string text;
   r.string("kv_transfer", "connectors", text, "leaf connector names separated by commas, e.g. \"pd,offload\"");
   if (!r.has("kv_transfer", "connectors"))
     return;
   cfg.leaves.clear();
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    name.erase(0, name.find_first_not_of(' '));
-    name.erase(name.find_last_not_of(' ') + 1);
+  for (const auto& name : toml_config::split_list(text))
     cfg.leaves.push_back(choice_named("kv_transfer.connectors", name, connector_names));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
-  }
+}
+
+// The leaves as kv_transfer.connectors writes them: "pd,offload".
+std::string leaves_text(const node_config& cfg) {
+  std::vector<std::string> names;
+  for (auto l : cfg.leaves)
+    names.push_back(name_of(connector_names, l));
+  return join(names, ",");
 }
 
 node_config from_table(const toml::table& root) {
@@ -354,9 +353,7 @@ node_config load_config_file(const std::string& path, const std::vector<std::str
 // SPEC E3: what a multi connector may compose. Refused: leaves without multi, fewer than two,
 // a leaf that is none or multi, two offload leaves (each would keep every save), two P/D leaves.
 static void check_leaves(const node_config& cfg) {
-  std::string names;
-  for (auto l : cfg.leaves)
-    names += (names.empty() ? "" : ",") + name_of(connector_names, l);
+  const std::string names = leaves_text(cfg);
   const std::string key = "kv_transfer.connectors = " + in_quotes(names);
   if (cfg.connector != connector_kind::multi) {
     if (!cfg.leaves.empty())
@@ -482,11 +479,8 @@ std::string describe(const node_config& cfg) {
      << " scheduler.max_num_seqs=" << cfg.max_num_seqs << " scheduler.max_waiting=" << cfg.max_waiting
      << " kv_transfer.connector=" << to_string(cfg.connector)
      << " kv_transfer.kv_role=" << to_string(cfg.kv_role);
-  if (!cfg.leaves.empty()) {
-    os << " kv_transfer.connectors=";
-    for (size_t i = 0; i < cfg.leaves.size(); ++i)
-      os << (i ? "," : "") << to_string(cfg.leaves[i]);
-  }
+  if (!cfg.leaves.empty())
+    os << " kv_transfer.connectors=" << leaves_text(cfg);
   os
      << " store.capacity_mb=" << cfg.store_capacity_mb;
   if (cfg.connector == connector_kind::store || !cfg.store_address.empty())

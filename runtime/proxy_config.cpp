@@ -43,13 +43,6 @@ const std::string rule_endpoints =
 const std::string rule_timeout = "seconds between 1 and 86400";
 const std::string rule_secret = "printable ASCII without spaces, or \"\" for none";
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos)
-    return {};
-  size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
 
 // A secret, checked without printing it: its key and the first bad character's place.
 void check_secret(const std::string& key, const std::string& value) {
@@ -88,16 +81,13 @@ proxy_config from_table(const toml::table& root) {
 
 std::vector<proxy_endpoint> parse_proxy_endpoints(const std::string& key, const std::string& list) {
   std::vector<proxy_endpoint> out;
-  if (trim(list).empty())
+  const auto entries = toml_config::split_list(list);
+  if (entries.size() == 1 && entries[0].empty())
     return out;
   auto refuse = [&](const std::string& entry, const std::string& why) {
     fail(key + " = " + in_quotes(list) + ": entry " + in_quotes(entry) + " " + why + "; must be " + rule_endpoints);
   };
-  size_t start = 0;
-  for (;;) {
-    size_t comma = list.find(',', start);
-    const std::string entry =
-        trim(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+  for (const std::string& entry : entries) {
     if (entry.empty())
       refuse(entry, "is empty");
     proxy_endpoint e;
@@ -130,9 +120,6 @@ std::vector<proxy_endpoint> parse_proxy_endpoints(const std::string& key, const 
     if (e.port < 1 || e.port > 65535)
       refuse(entry, "has port " + port + " out of range");
     out.push_back(std::move(e));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
   }
   return out;
 }

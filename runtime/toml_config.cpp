@@ -17,6 +17,20 @@ std::string join(const std::vector<std::string>& xs, const char* sep) {
   return out;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t b = entry.find_first_not_of(" \t");
+    out.push_back(b == std::string::npos ? std::string() : entry.substr(b, entry.find_last_not_of(" \t") - b + 1));
+    if (comma == std::string::npos)
+      return out;
+    start = comma + 1;
+  }
+}
+
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
 bool contains(const std::vector<std::string>& xs, const std::string& x) {

@@ -27,6 +27,9 @@ struct schema {
 
 [[noreturn]] void fail(const std::string& msg); // throws config_error
 std::string join(const std::vector<std::string>& xs, const char* sep = ", ");
+// `text` cut at each comma, each entry without surrounding spaces and tabs: "a, b" → {a, b};
+// "" → one empty entry (the caller decides what an empty entry means).
+std::vector<std::string> split_list(const std::string& text);
 std::string in_quotes(const std::string& s);
 bool contains(const std::vector<std::string>& xs, const std::string& x);
 // A TOML value as the user would have written it (strings quoted, a sub-table on one line).
