@@ -19,9 +19,9 @@ public:
     connector_step_done done; // an eviction finds nothing to drop
     done.header = step.header;
     for (const auto& l : step.loads)
-      done.loads.push_back({l.request_id, l.object.key, false, "connector none holds nothing", 0, 0});
+      done.loads.push_back({l.request_id, l.object.key, false, "connector none holds nothing", 0, 0, {}});
     for (const auto& s : step.saves)
-      done.saves.push_back({s.request_id, s.object.key, false, "connector none stores nothing", 0, 0});
+      done.saves.push_back({s.request_id, s.object.key, false, "connector none stores nothing", 0, 0, {}});
     for (const auto& l : step.leases)
       done.leases.push_back({l.request_id, 0, 0});
     return done;

@@ -218,10 +218,10 @@ TEST_CASE("offload_policy: the store's answers become grants in order; a short a
   CHECK(cd.header == step.header);
   CHECK(cd.stats.num_objects == 42);
   REQUIRE(cd.loads.size() == 2);
-  CHECK(cd.loads[0] == transfer_grant{5, step.loads[0].object.key, true, "ok", 128, 2560});
-  CHECK(cd.loads[1] == transfer_grant{6, step.loads[1].object.key, false, "bad_checksum", 0, 0});
+  CHECK(cd.loads[0] == transfer_grant{5, step.loads[0].object.key, true, "ok", 128, 2560, {}});
+  CHECK(cd.loads[1] == transfer_grant{6, step.loads[1].object.key, false, "bad_checksum", 0, 0, {}});
   REQUIRE(cd.saves.size() == 1);
-  CHECK(cd.saves[0] == transfer_grant{7, step.saves[0].object.key, false, "no_space", 0, 0});
+  CHECK(cd.saves[0] == transfer_grant{7, step.saves[0].object.key, false, "no_space", 0, 0, {}});
 
   auto short_pins = done;
   short_pins.pins.pop_back();

@@ -322,7 +322,7 @@ struct offload_harness {
 
   explicit offload_harness(scheduler_options o) : sched(o), pool(o.num_blocks, o.block_size) {
     grant = [this](const transfer_order& o, bool) {
-      transfer_grant g{o.request_id, o.object.key, true, "ok", next_offset, o.object.data_bytes};
+      transfer_grant g{o.request_id, o.object.key, true, "ok", next_offset, o.object.data_bytes, {}};
       next_offset += o.object.data_bytes;
       return g;
     };
@@ -682,7 +682,7 @@ std::function<transfer_grant(const transfer_order&, bool)> refusing(const offloa
   auto base = h.grant;
   return [=](const transfer_order& o, bool is_save) {
     if (refuse(o, is_save))
-      return transfer_grant{o.request_id, o.object.key, false, status, 0, 0};
+      return transfer_grant{o.request_id, o.object.key, false, status, 0, 0, {}};
     return base(o, is_save);
   };
 }
