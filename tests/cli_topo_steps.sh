@@ -114,4 +114,22 @@ bad kv_expect 'send = { node = "a", prompt = "hi" }
 expect = { "kv_transfer_params.lease_ms" = ">y" }' \
   '[[step]] 2.expect.kv_transfer_params.lease_ms = ">y": expected a number after >'
 
+# --- a runner killed by SIGKILL takes its processes with it (tools/spawn_self: PR_SET_PDEATHSIG)
+out=$tmp/killed.out
+"$ordo" topo run tests/data/topo_steps.toml >"$out" 2>/dev/null &
+runner=$!
+wait_line "$out" '^ok   1 ' >/dev/null
+kill -KILL "$runner"
+wait "$runner" 2>/dev/null
+runner=
+gone=1
+for _ in $(seq 1 100); do
+  gone=1
+  for p in $(grep -oE 'pid [0-9]+' "$out" | cut -d' ' -f2); do kill -0 "$p" 2>/dev/null && gone=0; done
+  [ "$gone" -eq 1 ] && break
+  sleep 0.1
+done
+check "a SIGKILLed runner's nodes are gone within 10 s" test "$gone" -eq 1
+for p in $(grep -oE 'pid [0-9]+' "$out" | cut -d' ' -f2); do kill -KILL "$p" 2>/dev/null; done
+
 finish

@@ -7,7 +7,6 @@
 // copy of as many bytes on the configured device, measured in the same run.
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +33,7 @@
 #include "tools/bench.hpp"
 #include "tools/http_client.hpp"
 #include "tools/seeded_prompt.hpp"
+#include "tools/spawn_self.hpp"
 
 namespace ordo {
 
@@ -69,28 +69,7 @@ public:
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0)
       throw bench_failure(std::string("pipe: ") + std::strerror(errno));
-    std::vector<char*> argv;
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    std::cout.flush();
-    std::fflush(stdout);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL); // gone with the bench, even a bench killed by SIGKILL
-      if (::getppid() != parent)
-        ::_exit(127);
-      ::dup2(out[1], 1);
-      ::dup2(err_fd_, 2);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::execv("/proc/self/exe", argv.data());
-      const char msg[] = "ordo bench pd: exec /proc/self/exe failed\n";
-      (void)!::write(2, msg, sizeof msg - 1);
-      ::_exit(127);
-    }
+    pid_ = spawn_self(args, -1, out[1], err_fd_, "ordo bench pd"); // gone with the bench, even a SIGKILLed one
     const int saved = errno;
     ::close(out[1]);
     out_fd_ = out[0];

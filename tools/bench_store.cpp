@@ -21,6 +21,7 @@
 #include "runtime/engine_identity.hpp"
 #include "runtime/shared_arena.hpp"
 #include "tools/bench.hpp"
+#include "tools/spawn_self.hpp"
 
 namespace ordo {
 
@@ -69,15 +70,10 @@ private:
     if (pipe2(out, O_CLOEXEC) != 0)
       throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
     const std::string cap = "store.capacity_mb=" + std::to_string(capacity_mb);
-    pid_ = fork();
+    pid_ = spawn_self({"ordo", "store", "--set", cap, "--set", "log.level=warn", "--port", "0"}, -1, out[1], -1,
+                      "ordo bench offload");
     if (pid_ < 0)
       throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    if (pid_ == 0) {
-      dup2(out[1], 1);
-      execl("/proc/self/exe", "ordo", "store", "--set", cap.c_str(), "--set", "log.level=warn", "--port", "0",
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
     close(out[1]);
     std::string text;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);

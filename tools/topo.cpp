@@ -10,10 +10,10 @@
 // fires.
 #include "tools/topo.hpp"
 #include "tools/seeded_prompt.hpp"
+#include "tools/spawn_self.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -680,34 +680,8 @@ public:
           ::close(fd);
       return -1;
     }
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    pid_t parent = ::getpid();
-    std::cout.flush();
-    std::cerr.flush();
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      // The child dies with the runner even if the runner is killed with SIGKILL.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent)
-        ::_exit(127);
-      ::dup2(nfd, 0);
-      ::dup2(ofd, 1);
-      ::dup2(efd, 2);
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP})
-        ::sigaction(sig, &dfl, nullptr);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::execv("/proc/self/exe", argv.data());
-      const char msg[] = "ordo topo run: exec /proc/self/exe failed\n";
-      (void)!::write(2, msg, sizeof msg - 1);
-      ::_exit(127);
-    }
+    // The child dies with the runner even if the runner is killed with SIGKILL.
+    pid_t pid = spawn_self(args, nfd, ofd, efd, "ordo topo run");
     int saved = errno;
     ::close(ofd);
     ::close(efd);
