@@ -32,6 +32,7 @@
 #include "runtime/model_presets.hpp"
 #include "tools/bench.hpp"
 #include "tools/http_client.hpp"
+#include "tools/prometheus_text.hpp"
 #include "tools/seeded_prompt.hpp"
 #include "tools/spawn_self.hpp"
 
@@ -229,16 +230,13 @@ double bytes_loaded(const node_process& node) {
   http_response r = c.request("GET", "/metrics");
   if (r.status != 200)
     node.fail("answered GET /metrics with " + (r.status ? "HTTP " + std::to_string(r.status) : r.error));
-  const std::string name = "ordo_offload_bytes_total{";
-  size_t pos = 0;
-  while ((pos = r.body.find(name, pos)) != std::string::npos) {
-    const size_t eol = std::min(r.body.find('\n', pos), r.body.size());
-    const std::string line = r.body.substr(pos, eol - pos);
-    pos = eol;
-    const size_t close = line.find("} ");
-    if (close != std::string::npos && line.substr(0, close).find("direction=\"load\"") != std::string::npos)
-      return std::strtod(line.c_str() + close + 2, nullptr);
-  }
+  std::vector<prometheus_sample> samples;
+  std::string why;
+  if (!parse_prometheus_samples(r.body, "ordo_offload_bytes_total", samples, why))
+    node.fail("answered GET /metrics that cannot be read: " + why);
+  for (const auto& s : samples)
+    if (s.labels.size() == 1 && s.labels.count("direction") && s.labels.at("direction") == "load")
+      return std::strtod(s.value.c_str(), nullptr);
   node.fail("has no ordo_offload_bytes_total{direction=\"load\"} in GET /metrics");
 }
 

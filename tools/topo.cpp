@@ -9,6 +9,7 @@
 // the main thread can watch the deadline and the stop flag and shut the socket down when either
 // fires.
 #include "tools/topo.hpp"
+#include "tools/prometheus_text.hpp"
 #include "tools/seeded_prompt.hpp"
 #include "tools/spawn_self.hpp"
 
@@ -1152,66 +1153,6 @@ public:
     return {true, what};
   }
 
-  struct sample {
-    std::map<std::string, std::string> labels;
-    std::string value; // as written
-  };
-
-  // The samples named `name` in a Prometheus text exposition (`name{k="v",...} value [timestamp]`);
-  // false with `why` on a line that cannot be read.
-  static bool parse_samples(const std::string& text, const std::string& name, std::vector<sample>& out,
-                            std::string& why) {
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#' || line.compare(0, name.size(), name) != 0)
-        continue;
-      size_t i = name.size();
-      if (i < line.size() && line[i] != '{' && line[i] != ' ' && line[i] != '\t')
-        continue; // a longer name (name_bucket, name_total)
-      sample smp;
-      if (i < line.size() && line[i] == '{') {
-        ++i;
-        for (;;) {
-          while (i < line.size() && (line[i] == ' ' || line[i] == ','))
-            ++i;
-          if (i < line.size() && line[i] == '}') {
-            ++i;
-            break;
-          }
-          size_t eq = line.find('=', i);
-          if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') {
-            why = "cannot read the labels of: " + line;
-            return false;
-          }
-          std::string key = line.substr(i, eq - i), value;
-          i = eq + 2;
-          for (; i < line.size() && line[i] != '"'; ++i) {
-            if (line[i] == '\\' && i + 1 < line.size()) {
-              ++i;
-              value += line[i] == 'n' ? '\n' : line[i];
-            } else {
-              value += line[i];
-            }
-          }
-          if (i >= line.size()) {
-            why = "an unterminated label value in: " + line;
-            return false;
-          }
-          ++i; // the closing quote
-          smp.labels[key] = value;
-        }
-      }
-      std::istringstream rest(line.substr(i));
-      if (!(rest >> smp.value)) {
-        why = "no value in: " + line;
-        return false;
-      }
-      out.push_back(std::move(smp));
-    }
-    return true;
-  }
-
   static std::string sample_text(const std::string& name, const std::map<std::string, std::string>& labels) {
     std::string s = name;
     if (labels.empty())
@@ -1235,10 +1176,10 @@ public:
     if (resp.status != 200)
       return {false, what + ": GET /metrics: " +
                          (resp.status == 0 ? "no answer: " + resp.error : std::to_string(resp.status))};
-    std::vector<sample> found;
-    if (!parse_samples(resp.body, s.metric_name, found, msg))
+    std::vector<prometheus_sample> found;
+    if (!parse_prometheus_samples(resp.body, s.metric_name, found, msg))
       return {false, what + ": GET /metrics: " + msg};
-    const sample* hit = nullptr;
+    const prometheus_sample* hit = nullptr;
     for (auto& smp : found)
       if (smp.labels == s.labels)
         hit = &smp;
