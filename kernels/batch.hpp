@@ -17,6 +17,7 @@ struct device_batch {
   int32_t num_reqs = 0;
   int32_t num_samples = 0;
   int32_t block_table_len = 0; // total entries of block_tables
+  int32_t max_position = -1;   // the largest position of any row; -1: not known on the host
 
   const int32_t* token_ids = nullptr;          // [num_tokens]
   const int32_t* positions = nullptr;          // [num_tokens]

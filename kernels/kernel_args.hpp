@@ -79,6 +79,13 @@ struct kv_store_args {
   int32_t rows = 0, heads = 0, head_dim = 0;
 };
 
+// Attention's fixed split of a row's position list: entries [c·S, (c+1)·S) form chunk c. Each chunk
+// takes its own max m_c, Σ e^{s−m_c} and Σ e^{s−m_c}·v in list order; the chunks are then folded
+// in ascending c with weights e^{m_c − M} (M the row's max). The split depends on the list alone,
+// never on the batch or on how a prefill was cut, so it is batch- and split-invariant; a GPU may
+// run the chunks in parallel and fold them after (kernels/cpu/attention.cpp is the reference).
+inline constexpr int32_t attention_chunk = 64;
+
 // Causal attention of each row over its request's positions [0, position], read from the arena
 // through the block table (the rows of this batch were stored first).
 struct paged_attention_args {
@@ -93,6 +100,11 @@ struct paged_attention_args {
   float* out = nullptr;
   int64_t ldo = 0;
   int32_t num_q_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
+  // Scratch for a GPU that runs the chunks in parallel: (head_dim + 2) floats per (row, head,
+  // chunk). Used only when the batch's chunks fit; null: one block folds each row. The CPU folds
+  // in place and ignores it.
+  float* partials = nullptr;
+  int64_t partials_floats = 0;
 };
 
 // For each row at position p with p % group == group - 1: compressed[group of p] = mean of the

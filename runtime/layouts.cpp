@@ -1,5 +1,6 @@
 #include "runtime/layouts.hpp"
 
+#include "kernels/kernel_args.hpp"
 #include "runtime/prefix_hash.hpp"
 
 namespace ordo {
@@ -25,7 +26,7 @@ std::string canonical_namespace(const namespace_inputs& in, const model_dims& d,
          "|draft_rows=" + std::to_string(in.draft_rows) + "|layers=" + layers +
          "|d_model=" + std::to_string(d.d_model) + "|mlp=" + std::to_string(d.mlp_dim) +
          "|heads=" + std::to_string(d.num_q_heads) + "/" + std::to_string(d.num_kv_heads) + "x" +
-         std::to_string(d.head_dim) + "|index=" + std::to_string(d.index_dim) + "/" + std::to_string(d.index_group) +
+         std::to_string(d.head_dim) + "|attn_split=" + std::to_string(attention_chunk) + "|index=" + std::to_string(d.index_dim) + "/" + std::to_string(d.index_group) +
          "/" + std::to_string(d.sparse_window) + "/" + std::to_string(d.sparse_top_k) +
          "|gdn=" + std::to_string(d.gdn_heads) + "x" + std::to_string(d.gdn_dk) + "x" + std::to_string(d.gdn_dv) +
          "/" + std::to_string(d.conv_width) + "|ple=" + (d.ple ? std::to_string(d.ple_dim) + "/" +

@@ -101,6 +101,8 @@ struct model::impl {
   // workspace, max_batch_tokens rows each
   float *h = nullptr, *xn = nullptr, *proj = nullptr, *abg = nullptr, *conv_out = nullptr, *mix = nullptr;
   float *ple_e = nullptr, *ple_c = nullptr, *sample_h = nullptr, *sample_xn = nullptr;
+  float* attn_partials = nullptr; // a GPU's chunk-parallel attention scratch (kernel_args.hpp)
+  int64_t attn_partials_floats = 0;
   int32_t* ple_buckets = nullptr;
   int64_t ld_proj = 0, ld_mix = 0;
   device_outputs outputs;
@@ -289,6 +291,14 @@ void model::impl::build_workspace() {
     ple_e = alloc_floats(T * d.ple_dim);
     ple_c = alloc_floats(T * d.ple_dim);
   }
+  // Chunk-parallel attention of up to 16 full-context rows (more rows at shorter contexts); the
+  // CPU folds in place and needs none.
+  if (!dev.runs_host_work() &&
+      std::any_of(d.layers.begin(), d.layers.end(), [](layer_kind k) { return k != layer_kind::gdn; })) {
+    const int64_t chunks = (d.max_context + attention_chunk - 1) / attention_chunk;
+    attn_partials_floats = 16 * chunks * d.num_q_heads * (d.head_dim + 2);
+    attn_partials = alloc_floats(static_cast<size_t>(attn_partials_floats));
+  }
   sample_h = alloc_floats(T * d.d_model);
   sample_xn = alloc_floats(T * d.d_model);
   outputs.logits = alloc_floats(T * d.vocab);
@@ -375,7 +385,8 @@ void model::enqueue_forward(stream_kind s, const device_batch& b) {
       kt.kv_store(s, {k, I.ld_proj, b.slot_mapping, L.k, L.k_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim});
       kt.kv_store(s, {v, I.ld_proj, b.slot_mapping, L.v, L.v_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim});
       paged_attention_args at{b, q, I.ld_proj, L.k, L.v, L.k_scale, L.v_scale, I.kv_elem, I.mix, I.ld_mix,
-                              d.num_q_heads, d.num_kv_heads, d.head_dim, I.options.block_size};
+                              d.num_q_heads, d.num_kv_heads, d.head_dim, I.options.block_size,
+                              I.attn_partials, I.attn_partials_floats};
       if (L.kind == layer_kind::attention) {
         kt.paged_attention(s, at);
       } else {

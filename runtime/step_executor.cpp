@@ -1,5 +1,6 @@
 #include "runtime/step_executor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -168,7 +169,7 @@ struct step_executor::impl {
 
   device_batch pack(const step_plan& plan) {
     device_batch b;
-    int32_t row = 0, table = 0, samples = 0;
+    int32_t row = 0, table = 0, samples = 0, max_position = -1;
     auto* token_ids = host_at<int32_t>(off_token_ids);
     auto* positions = host_at<int32_t>(off_positions);
     auto* token_req = host_at<int32_t>(off_token_req);
@@ -195,6 +196,7 @@ struct step_executor::impl {
         int32_t pos = r.first_position + static_cast<int32_t>(k);
         token_ids[row] = r.token_ids[k];
         positions[row] = pos;
+        max_position = std::max(max_position, pos);
         token_req[row] = static_cast<int32_t>(i);
         slot_mapping[row] = r.block_table[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size;
       }
@@ -217,6 +219,7 @@ struct step_executor::impl {
     b.num_reqs = static_cast<int32_t>(plan.requests.size());
     b.num_samples = samples;
     b.block_table_len = table;
+    b.max_position = max_position;
     b.token_ids = dev_at<int32_t>(off_token_ids);
     b.positions = dev_at<int32_t>(off_positions);
     b.token_req = dev_at<int32_t>(off_token_req);

@@ -212,6 +212,44 @@ TEST_CASE("paged attention equals dense softmax attention over gathered K/V", "[
   }
 }
 
+TEST_CASE("attention over several chunks folds to softmax and a decode row equals its prefill row", "[kernels]") {
+  // 3 chunks of attention_chunk and a partial one; scores spread wide so the chunk maxima differ.
+  const int32_t hq = 2, hkv = 1, hd = 8, bs = 4, len = 3 * attention_chunk + 11, kvd = hkv * hd;
+  std::vector<int32_t> blocks(len / bs + 1);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(blocks.size() - 1 - i);
+  host_batch prefill, decode;
+  prefill.block_size = decode.block_size = bs;
+  prefill.add(0, len, blocks);
+  decode.add(len - 1, 1, blocks);
+  std::vector<unsigned char> kreg(blocks.size() * bs * kvd * 4), vreg(kreg.size());
+  const auto keys = random_floats(20, len * kvd, 3.0f), vals = random_floats(21, len * kvd);
+  const auto q = random_floats(22, len * hq * hd, 3.0f);
+  cpu::kv_store({keys.data(), kvd, prefill.slot_mapping.data(), kreg.data(), nullptr, elem_dtype::fp32, len, hkv, hd});
+  cpu::kv_store({vals.data(), kvd, prefill.slot_mapping.data(), vreg.data(), nullptr, elem_dtype::fp32, len, hkv, hd});
+  std::vector<float> all(len * hq * hd), last(hq * hd);
+  cpu::paged_attention({prefill.view(), q.data(), hq * hd, kreg.data(), vreg.data(), nullptr, nullptr,
+                        elem_dtype::fp32, all.data(), hq * hd, hq, hkv, hd, bs});
+  cpu::paged_attention({decode.view(), q.data() + (len - 1) * hq * hd, hq * hd, kreg.data(), vreg.data(), nullptr,
+                        nullptr, elem_dtype::fp32, last.data(), hq * hd, hq, hkv, hd, bs});
+  for (int32_t i = 0; i < hq * hd; ++i) CHECK(last[i] == all[(len - 1) * hq * hd + i]); // bitwise
+  for (int32_t h = 0; h < hq; ++h) {
+    std::vector<double> sc(len);
+    for (int32_t j = 0; j < len; ++j) {
+      double d = 0;
+      for (int32_t i = 0; i < hd; ++i) d += double(q[(len - 1) * hq * hd + h * hd + i]) * keys[j * kvd + i];
+      sc[j] = d / std::sqrt(double(hd));
+    }
+    const double m = *std::max_element(sc.begin(), sc.end());
+    double l = 0;
+    for (double& x : sc) l += (x = std::exp(x - m));
+    for (int32_t i = 0; i < hd; ++i) {
+      double o = 0;
+      for (int32_t j = 0; j < len; ++j) o += sc[j] / l * vals[j * kvd + i];
+      CHECK(last[h * hd + i] == Approx(o).margin(1e-5));
+    }
+  }
+}
+
 TEST_CASE("sparse selection: top-k groups before the window, ties to the earlier group", "[kernels]") {
   // position 40, window 16 → window [25, 40]; groups of 4 entirely before it: 0..5
   const std::vector<float> scores{1.0f, 3.0f, 2.0f, 3.0f, 3.0f, 0.5f, 99.0f};

@@ -204,6 +204,7 @@ batch_pair make_batch(mirror& m, rng& r, const std::vector<req_spec>& reqs, int3
     x->num_reqs = static_cast<int32_t>(reqs.size());
     x->num_samples = static_cast<int32_t>(sample_rows.size());
     x->block_table_len = static_cast<int32_t>(block_tables.size());
+    x->max_position = *std::max_element(positions.begin(), positions.end());
   }
   return b;
 }
@@ -346,6 +347,30 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     verdict va;
     va.add(m, out);
     report(std::string("paged_attention ") + to_string(dt) + tag, va);
+
+    {
+      // Decode rows with chunk-parallel attention (scratch given): one chunk, exactly two, a
+      // partial last one, many; the fold must equal the CPU's in-place fold.
+      batch_pair db = make_batch(m, r, {{1, 0}, {1, 63}, {1, 127}, {1, 200}, {2, 330}}, bs);
+      const size_t dslots = size_t(db.num_blocks) * bs;
+      auto dk = m.of(random_kv_bytes(r, dt, dslots * row));
+      auto dv = m.of(random_kv_bytes(r, dt, dslots * row));
+      auto dks = m.of(r.floats(fp8 ? dslots * nkv : 1, 0.001f, 0.02f));
+      auto dvs = m.of(r.floats(fp8 ? dslots * nkv : 1, 0.001f, 0.02f));
+      const int32_t DT = db.h.num_tokens;
+      auto dq = m.of(r.floats(size_t(DT) * nq * hd, -3, 3));
+      auto dout = m.of(std::vector<float>(size_t(DT) * nq * hd));
+      const int64_t cap = int64_t(DT) * nq * 8 * (hd + 2);
+      auto scratch = m.of(std::vector<float>(size_t(cap)));
+      paged_attention_args hh{db.h, dq.h, nq * hd, dk.h, dv.h, fp8 ? dks.h : nullptr, fp8 ? dvs.h : nullptr, dt, dout.h,
+                              nq * hd, nq, nkv, hd, bs};
+      paged_attention_args dd{db.d, dq.d, nq * hd, dk.d, dv.d, fp8 ? dks.d : nullptr, fp8 ? dvs.d : nullptr, dt, dout.d,
+                              nq * hd, nq, nkv, hd, bs, scratch.d, cap};
+      run([&] { cpu::paged_attention(hh); }, [&] { kt.paged_attention(cs, dd); });
+      verdict vd;
+      vd.add(m, dout);
+      report(std::string("paged_attention split ") + to_string(dt) + tag, vd);
+    }
 
     // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.
     const int32_t idim = 8, group = 4;

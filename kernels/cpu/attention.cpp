@@ -1,5 +1,6 @@
 #include "kernels/cpu/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -42,6 +43,7 @@ void attend_positions(const paged_attention_args& a, int32_t req, const float* q
   s.slots.resize(count);
   s.kv.resize(hd);
   s.acc.resize(hd);
+  s.chunk.resize(hd);
   for (int32_t j = 0; j < count; ++j) s.slots[j] = slot_of(a.batch, req, positions[j], a.block_size);
   for (int32_t h = 0; h < a.num_q_heads; ++h) {
     const int32_t kvh = h / group;
@@ -54,15 +56,27 @@ void attend_positions(const paged_attention_args& a, int32_t req, const float* q
       s.scores[j] = dot(q, s.kv.data(), hd) * scale;
       m = std::fmax(m, s.scores[j]);
     }
+    // Chunks of attention_chunk entries (kernel_args.hpp), each summed in list order against its
+    // own max, folded in ascending order. One chunk: the weight is e^0 = 1 and the fold is exact.
     float l = 0.0f;
     for (int32_t i = 0; i < hd; ++i) s.acc[i] = 0.0f;
-    for (int32_t j = 0; j < count; ++j) {
-      const int64_t slot = s.slots[j];
-      const float e = std::exp(s.scores[j] - m);
-      l += e;
-      const float vs = a.v_scale ? a.v_scale[slot * a.num_kv_heads + kvh] : 1.0f;
-      load_elems(a.v, a.dtype, static_cast<size_t>(slot) * row_elems + kvh * hd, s.kv.data(), hd, vs);
-      for (int32_t i = 0; i < hd; ++i) s.acc[i] += e * s.kv[i];
+    for (int32_t c0 = 0; c0 < count; c0 += attention_chunk) {
+      const int32_t c1 = std::min(count, c0 + attention_chunk);
+      float mc = -INFINITY;
+      for (int32_t j = c0; j < c1; ++j) mc = std::fmax(mc, s.scores[j]);
+      float lc = 0.0f;
+      for (int32_t i = 0; i < hd; ++i) s.chunk[i] = 0.0f;
+      for (int32_t j = c0; j < c1; ++j) {
+        const int64_t slot = s.slots[j];
+        const float e = std::exp(s.scores[j] - mc);
+        lc += e;
+        const float vs = a.v_scale ? a.v_scale[slot * a.num_kv_heads + kvh] : 1.0f;
+        load_elems(a.v, a.dtype, static_cast<size_t>(slot) * row_elems + kvh * hd, s.kv.data(), hd, vs);
+        for (int32_t i = 0; i < hd; ++i) s.chunk[i] += e * s.kv[i];
+      }
+      const float w = std::exp(mc - m);
+      l += lc * w;
+      for (int32_t i = 0; i < hd; ++i) s.acc[i] += s.chunk[i] * w;
     }
     for (int32_t i = 0; i < hd; ++i) out_row[h * hd + i] = s.acc[i] / l;
   }

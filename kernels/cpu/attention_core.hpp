@@ -1,6 +1,8 @@
 // The attention inner loop shared by dense and sparse attention: one query row against an
 // explicit ascending list of its request's positions, read from the arena. Fixed formulation:
-// s_j = q·k_j / sqrt(d), m = max s, o = (Σ_j e^{s_j − m} v_j) / Σ_j e^{s_j − m}, sums in list order.
+// s_j = q·k_j / sqrt(d), then per chunk c of attention_chunk entries (kernel_args.hpp)
+// m_c = max s, l_c = Σ e^{s_j − m_c}, a_c = Σ e^{s_j − m_c} v_j in list order, and with M = max s
+// and w_c = e^{m_c − M}: o = (Σ_c a_c w_c) / (Σ_c l_c w_c), folded in ascending c.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 namespace ordo::cpu {
 
 struct attention_scratch {
-  std::vector<float> scores, kv, acc;
+  std::vector<float> scores, kv, acc, chunk;
   std::vector<int64_t> slots;
 };
 

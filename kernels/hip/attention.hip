@@ -1,5 +1,6 @@
 // Paged causal attention over the KV arena (fp32 / bf16 / fp8 with per-(token, head) scales) and
-// the store of K/V rows into their slots.
+// the store of K/V rows into their slots. Decode-sized batches run each row's chunks in parallel
+// (attention_chunk_kernel writes a chunk's a_c, m_c, l_c to scratch; attention_fold_kernel folds).
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +46,81 @@ __global__ void kv_store_kernel(kv_store_args a) {
   }
 }
 
+// Dense rows, one block per (row, head, chunk): the chunk's scores, max, weights and sums, written
+// to a.partials as [a_c (head_dim floats), m_c, l_c] at record ((row · heads + head) · chunks_cap + c).
+// 128 threads: 16 groups of 8, each taking 4 of the chunk's 64 scores with their loads in flight
+// together.
+constexpr int chunk_threads = 128;
+constexpr int chunk_scores_per_group = attention_chunk / (chunk_threads / 8);
+
+__global__ void __launch_bounds__(chunk_threads) attention_chunk_kernel(paged_attention_args a, int32_t chunks_cap) {
+  __shared__ float q_s[256];
+  __shared__ float w_e[attention_chunk];
+  __shared__ int64_t slot_s[attention_chunk];
+  __shared__ float red[chunk_threads];
+  const int32_t row = blockIdx.x, h = blockIdx.y, c = blockIdx.z, tid = threadIdx.x;
+  const int32_t req = a.batch.token_req[row], count = a.batch.positions[row] + 1, j0 = c * attention_chunk;
+  if (j0 >= count) return; // the same for every thread of the block
+  const int32_t n = count - j0 < attention_chunk ? count - j0 : attention_chunk;
+  const int32_t hd = a.head_dim, kvh = h / (a.num_q_heads / a.num_kv_heads);
+  const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+  for (int32_t i = tid; i < hd; i += chunk_threads) q_s[i] = a.q[row * a.ldq + h * hd + i];
+  if (tid < n) slot_s[tid] = slot_of(a.batch, req, j0 + tid, a.block_size);
+  __syncthreads();
+  const int32_t lane = tid & 7, grp = tid >> 3;
+  int64_t slot[chunk_scores_per_group];
+  bool valid[chunk_scores_per_group];
+  float score[chunk_scores_per_group];
+#pragma unroll
+  for (int k = 0; k < chunk_scores_per_group; ++k) {
+    const int32_t t = grp + k * (chunk_threads / 8);
+    valid[k] = t < n;
+    slot[k] = valid[k] ? slot_s[t] : 0;
+  }
+  group_scores(a, q_s, slot, valid, kvh, lane, scale, score);
+#pragma unroll
+  for (int k = 0; k < chunk_scores_per_group; ++k)
+    if (valid[k] && lane == 0) w_e[grp + k * (chunk_threads / 8)] = score[k];
+  __syncthreads();
+  red[tid] = tid < n ? w_e[tid] : -INFINITY;
+  __syncthreads();
+  chunk_max(red);
+  const float m_c = red[0];
+  if (tid < n) w_e[tid] = gpu::expf_glibc(w_e[tid] - m_c);
+  __syncthreads();
+  float* rec = a.partials + ((static_cast<int64_t>(row) * a.num_q_heads + h) * chunks_cap + c) * (hd + 2);
+  for (int32_t e = tid; e < hd; e += chunk_threads) {
+    float l_c, a_c;
+    sum_chunk<32>(a, w_e, slot_s, n, kvh, e, l_c, a_c);
+    rec[e] = a_c;
+    if (e == 0) {
+      rec[hd] = m_c;
+      rec[hd + 1] = l_c;
+    }
+  }
+}
+
+// One block per (row, head): M = max m_c, then the chunks folded in ascending order with e^{m_c − M}.
+__global__ void attention_fold_kernel(paged_attention_args a, int32_t chunks_cap) {
+  const int32_t row = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, hd = a.head_dim;
+  if (tid >= hd) return;
+  const int32_t count = a.batch.positions[row] + 1;
+  const int32_t chunks = (count + attention_chunk - 1) / attention_chunk;
+  const float* rec = a.partials + (static_cast<int64_t>(row) * a.num_q_heads + h) * chunks_cap * (hd + 2);
+  float m = -INFINITY;
+#pragma unroll 8
+  for (int32_t c = 0; c < chunks; ++c) m = fmaxf(m, rec[c * (hd + 2) + hd]);
+  float l = 0.0f, acc = 0.0f;
+#pragma unroll 8
+  for (int32_t c = 0; c < chunks; ++c) {
+    const float* r = rec + c * (hd + 2);
+    const float w = gpu::expf_glibc(r[hd] - m);
+    l += r[hd + 1] * w;
+    acc += r[tid] * w;
+  }
+  a.out[row * a.ldo + h * hd + tid] = acc / l;
+}
+
 } // namespace
 
 void check_attention_shape(const paged_attention_args& a) {
@@ -63,9 +139,22 @@ void kv_store(const kv_store_args& a, hipStream_t stream) {
 void paged_attention(const paged_attention_args& a, hipStream_t stream) {
   if (a.batch.num_tokens <= 0) return;
   check_attention_shape(a);
+  const int threads = attention_threads(a.head_dim);
+  // Decode-sized batches split each row into its chunks, one block each, when the scratch holds
+  // them; a prefill's rows are many blocks already.
+  const int64_t chunks = (static_cast<int64_t>(a.batch.max_position) + attention_chunk) / attention_chunk;
+  const int64_t needed = static_cast<int64_t>(a.batch.num_tokens) * a.num_q_heads * chunks * (a.head_dim + 2);
+  if (a.partials && a.batch.max_position >= 0 && a.batch.num_tokens <= attention_split_rows &&
+      needed <= a.partials_floats) {
+    const int32_t cap = static_cast<int32_t>(chunks);
+    attention_chunk_kernel<<<dim3(a.batch.num_tokens, a.num_q_heads, cap), chunk_threads, 0, stream>>>(a, cap);
+    ORDO_HIP_LAUNCHED();
+    attention_fold_kernel<<<dim3(a.batch.num_tokens, a.num_q_heads), threads, 0, stream>>>(a, cap);
+    ORDO_HIP_LAUNCHED();
+    return;
+  }
   sparse_attention_args sa;
   sa.attn = a;
-  const int threads = attention_threads(a.head_dim);
   attention_kernel<false><<<dim3(a.batch.num_tokens, a.num_q_heads), threads, attention_smem_bytes(threads), stream>>>(sa);
   ORDO_HIP_LAUNCHED();
 }

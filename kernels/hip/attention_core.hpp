@@ -1,9 +1,12 @@
-// The attention kernel shared by dense and sparse attention (twin of kernels/cpu/attention_core):
-// one block per (row, query head). Each score is one dot in the CPU's lane order, taken by a group
-// of 8 threads (one lane each, then the same tree through shuffles). Pass 1 takes the max score
-// (fmax: order-free, exact) and keeps the scores in shared memory when they fit; pass 2 walks the
-// positions in list order in tiles, thread i summing output element i sequentially, as the CPU
-// does, so the result is bitwise equal. Sparse rows first pick their top-k groups.
+// The attention kernels shared by dense and sparse attention (twins of kernels/cpu/attention_core):
+// each score is one dot in the CPU's lane order, taken by a group of 8 threads (one lane each, then
+// the same tree through shuffles); each chunk of attention_chunk entries (kernel_args.hpp) is summed
+// against its own max, thread i summing output element i in list order, and the chunks are folded
+// in ascending order, as the CPU does, so the result is bitwise equal.
+// - attention_kernel: one block per (row, query head) walks every chunk and folds as it goes.
+//   Pass 1 takes the max score (fmax: order-free, exact) and keeps the scores in shared memory
+//   when they fit. Sparse rows first pick their top-k groups.
+// Dense decode runs the chunks in parallel instead (kernels/hip/attention.hip).
 #pragma once
 
 #include "kernels/hip/device_math.hpp"
@@ -14,6 +17,7 @@ namespace ordo::hip {
 
 inline constexpr int attention_max_top_k = 32;
 inline constexpr int attention_score_cache = 2048; // scores kept between the passes (8 KiB)
+inline constexpr int attention_split_rows = 64;      // at most this many rows run chunk-parallel
 
 __device__ inline float load_kv(const void* region, elem_dtype dt, size_t index, float scale) {
   switch (dt) {
@@ -23,6 +27,130 @@ __device__ inline float load_kv(const void* region, elem_dtype dt, size_t index,
   default: kernel_fail("load_kv: unsupported dtype", static_cast<int>(dt));
   }
   return 0.0f;
+}
+
+// Score of list entry `pos` against the query in q_s, by the 8 lanes of this thread's group (all
+// of them must call it, with the same entry: the shuffles span the warp). dot8's lanes, tree and
+// tail, then × scale.
+__device__ inline float group_score(const paged_attention_args& a, const float* q_s, int64_t slot, bool valid,
+                                    int32_t kvh, int32_t lane, float scale) {
+  const int32_t hd = a.head_dim;
+  float s = 0.0f;
+  const float ks = valid && a.k_scale ? a.k_scale[slot * a.num_kv_heads + kvh] : 1.0f;
+  const size_t base = static_cast<size_t>(valid ? slot : 0) * a.num_kv_heads * hd + kvh * hd;
+  int32_t i = 0;
+  if (valid) {
+    for (; i + 128 <= hd; i += 128) { // sixteen loads ahead of their adds
+      float kv[16];
+#pragma unroll
+      for (int u = 0; u < 16; ++u) kv[u] = load_kv(a.k, a.dtype, base + i + 8 * u + lane, ks);
+#pragma unroll
+      for (int u = 0; u < 16; ++u) s += q_s[i + 8 * u + lane] * kv[u];
+    }
+    for (; i + 64 <= hd; i += 64) {
+      float kv[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) kv[u] = load_kv(a.k, a.dtype, base + i + 8 * u + lane, ks);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) s += q_s[i + 8 * u + lane] * kv[u];
+    }
+    for (; i + 8 <= hd; i += 8) s += q_s[i + lane] * load_kv(a.k, a.dtype, base + i + lane, ks);
+  }
+  s = gpu::lane_tree8(s);
+  if (valid)
+    for (i = hd / 8 * 8; i < hd; ++i) s += q_s[i] * load_kv(a.k, a.dtype, base + i, ks);
+  return s * scale;
+}
+
+// N entries' scores by one group at once, all their loads in flight together; each score is
+// group_score's (same lanes, tree, tail and scale). Invalid entries give an unused value.
+template <int N>
+__device__ inline void group_scores(const paged_attention_args& a, const float* q_s, const int64_t (&slot)[N],
+                                    const bool (&valid)[N], int32_t kvh, int32_t lane, float scale, float (&out)[N]) {
+  const int32_t hd = a.head_dim;
+  float s[N], ks[N];
+  size_t base[N];
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    s[n] = 0.0f;
+    ks[n] = valid[n] && a.k_scale ? a.k_scale[slot[n] * a.num_kv_heads + kvh] : 1.0f;
+    base[n] = static_cast<size_t>(valid[n] ? slot[n] : 0) * a.num_kv_heads * hd + kvh * hd;
+  }
+  int32_t i = 0;
+  for (; i + 64 <= hd; i += 64) {
+    float kv[N][8];
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int u = 0; u < 8; ++u) kv[n][u] = valid[n] ? load_kv(a.k, a.dtype, base[n] + i + 8 * u + lane, ks[n]) : 0.0f;
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (valid[n]) s[n] += q_s[i + 8 * u + lane] * kv[n][u];
+  }
+  for (; i + 8 <= hd; i += 8)
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+      if (valid[n]) s[n] += q_s[i + lane] * load_kv(a.k, a.dtype, base[n] + i + lane, ks[n]);
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    s[n] = gpu::lane_tree8(s[n]);
+    if (valid[n])
+      for (int32_t t = hd / 8 * 8; t < hd; ++t) s[n] += q_s[t] * load_kv(a.k, a.dtype, base[n] + t, ks[n]);
+    out[n] = s[n] * scale;
+  }
+}
+
+// One chunk's sums for output element `e` (< head_dim) over n entries with weights w_e[t] and
+// slots slot_s[t]: l_c = Σ w, a_c = Σ w·v in order; `ahead` entries' values loaded before their adds.
+template <int ahead>
+__device__ inline void sum_chunk(const paged_attention_args& a, const float* w_e, const int64_t* slot_s, int32_t n,
+                                 int32_t kvh, int32_t e, float& l_c, float& a_c) {
+  const int32_t row_elems = a.num_kv_heads * a.head_dim, off = kvh * a.head_dim + e;
+  const auto value = [&](int32_t t) {
+    const int64_t slot = slot_s[t];
+    const float vs = a.v_scale ? a.v_scale[slot * a.num_kv_heads + kvh] : 1.0f;
+    return load_kv(a.v, a.dtype, static_cast<size_t>(slot) * row_elems + off, vs);
+  };
+  float l = 0.0f, acc = 0.0f;
+  int32_t t = 0;
+  for (; t + ahead <= n; t += ahead) {
+    float vv[ahead];
+#pragma unroll
+    for (int u = 0; u < ahead; ++u) vv[u] = value(t + u);
+#pragma unroll
+    for (int u = 0; u < ahead; ++u) {
+      l += w_e[t + u];
+      acc += w_e[t + u] * vv[u];
+    }
+  }
+  for (; t + 8 <= n; t += 8) {
+    float vv[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) vv[u] = value(t + u);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      l += w_e[t + u];
+      acc += w_e[t + u] * vv[u];
+    }
+  }
+  for (; t < n; ++t) {
+    const float v = value(t);
+    l += w_e[t];
+    acc += w_e[t] * v;
+  }
+  l_c = l;
+  a_c = acc;
+}
+
+// red[] holds one value per thread; afterwards red[c·attention_chunk] is the max of chunk c of the
+// block's entries (fmax: any order gives the same bits). Every thread must call it.
+__device__ inline void chunk_max(float* red) {
+  for (int32_t stride = attention_chunk / 2; stride > 0; stride /= 2) {
+    if ((threadIdx.x % attention_chunk) < stride) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + stride]);
+    __syncthreads();
+  }
 }
 
 // Dynamic shared memory: blockDim.x floats (tile weights) then blockDim.x int64 (tile slots).
@@ -43,7 +171,6 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   const int32_t row = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, bd = blockDim.x;
   const int32_t req = a.batch.token_req[row], p = a.batch.positions[row];
   const int32_t hd = a.head_dim, kvh = h / (a.num_q_heads / a.num_kv_heads);
-  const int32_t row_elems = a.num_kv_heads * hd;
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
   const float* q = a.q + row * a.ldq + h * hd;
 
@@ -99,40 +226,17 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   };
   for (int32_t i = tid; i < hd; i += bd) q_s[i] = q[i];
   __syncthreads();
-  // Score of list entry j, by the 8 lanes of this thread's group (grp) (all of them must call it, with
-  // the same j: the shuffles span the warp). dot8's lanes, tree and tail, then × scale.
   const int32_t lane = tid & 7, grp = tid >> 3, groups = bd >> 3;
-  const auto group_score = [&](int32_t j, bool valid) {
-    float s = 0.0f;
-    int64_t slot = 0;
-    float ks = 1.0f;
-    if (valid) {
-      slot = slot_of(a.batch, req, position_at(j), a.block_size);
-      ks = a.k_scale ? a.k_scale[slot * a.num_kv_heads + kvh] : 1.0f;
-    }
-    const size_t base = static_cast<size_t>(slot) * row_elems + kvh * hd;
-    int32_t i = 0;
-    if (valid) {
-      for (; i + 64 <= hd; i += 64) { // eight loads ahead of their adds
-        float kv[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) kv[u] = load_kv(a.k, a.dtype, base + i + 8 * u + lane, ks);
-#pragma unroll
-        for (int u = 0; u < 8; ++u) s += q_s[i + 8 * u + lane] * kv[u];
-      }
-      for (; i + 8 <= hd; i += 8) s += q_s[i + lane] * load_kv(a.k, a.dtype, base + i + lane, ks);
-    }
-    s = gpu::lane_tree8(s);
-    if (valid)
-      for (i = hd / 8 * 8; i < hd; ++i) s += q_s[i] * load_kv(a.k, a.dtype, base + i, ks);
-    return s * scale;
+  const auto score_of = [&](int32_t j, bool valid) {
+    const int64_t slot = valid ? slot_of(a.batch, req, position_at(j), a.block_size) : 0;
+    return group_score(a, q_s, slot, valid, kvh, lane, scale);
   };
   const bool cached = count <= attention_score_cache;
 
   float m = -INFINITY;
   for (int32_t j0 = 0; j0 < count; j0 += groups) {
     const int32_t j = j0 + grp;
-    const float s = group_score(j, j < count);
+    const float s = score_of(j, j < count);
     if (j < count) {
       m = fmaxf(m, s);
       if (cached && lane == 0) score_cache[j] = s;
@@ -146,52 +250,42 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   }
   m = red_s[0];
 
+  // Tiles of bd entries (a multiple of attention_chunk): the tile's scores, each chunk's max, the
+  // weights e^{s − m_c}; then each chunk is summed and folded with e^{m_c − m}, in order.
   float l = 0.0f, acc = 0.0f;
   for (int32_t t0 = 0; t0 < count; t0 += bd) {
     __syncthreads(); // the previous tile is consumed
     if (cached) {
       if (t0 + tid < count) {
         tile_slot[tid] = slot_of(a.batch, req, position_at(t0 + tid), a.block_size);
-        tile_e[tid] = gpu::expf_glibc(score_cache[t0 + tid] - m);
+        tile_e[tid] = score_cache[t0 + tid];
       }
     } else {
       for (int32_t g0 = 0; g0 < bd; g0 += groups) {
         const int32_t t = g0 + grp, j = t0 + t;
-        const float s = group_score(j, j < count);
+        const float s = score_of(j, j < count);
         if (j < count && lane == 0) {
           tile_slot[t] = slot_of(a.batch, req, position_at(j), a.block_size);
-          tile_e[t] = gpu::expf_glibc(s - m);
+          tile_e[t] = s;
         }
       }
     }
     __syncthreads();
     const int32_t n = count - t0 < bd ? count - t0 : bd;
-    if (tid < hd) {
-      // Eight positions' values are loaded before they are added, in order.
-      int32_t t = 0;
-      for (; t + 8 <= n; t += 8) {
-        float vv[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int64_t slot = tile_slot[t + u];
-          const float vs = a.v_scale ? a.v_scale[slot * a.num_kv_heads + kvh] : 1.0f;
-          vv[u] = load_kv(a.v, a.dtype, static_cast<size_t>(slot) * row_elems + kvh * hd + tid, vs);
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const float e = tile_e[t + u];
-          l += e;
-          acc += e * vv[u];
-        }
+    red_s[tid] = tid < n ? tile_e[tid] : -INFINITY;
+    __syncthreads();
+    chunk_max(red_s);
+    if (tid < n) tile_e[tid] = gpu::expf_glibc(tile_e[tid] - red_s[tid / attention_chunk * attention_chunk]);
+    __syncthreads();
+    if (tid < hd)
+      for (int32_t c0 = 0; c0 < n; c0 += attention_chunk) {
+        float l_c, a_c;
+        sum_chunk<16>(a, tile_e + c0, tile_slot + c0, n - c0 < attention_chunk ? n - c0 : attention_chunk, kvh, tid, l_c,
+                  a_c);
+        const float w = gpu::expf_glibc(red_s[c0] - m);
+        l += l_c * w;
+        acc += a_c * w;
       }
-      for (; t < n; ++t) {
-        const int64_t slot = tile_slot[t];
-        const float e = tile_e[t];
-        l += e;
-        const float vs = a.v_scale ? a.v_scale[slot * a.num_kv_heads + kvh] : 1.0f;
-        acc += e * load_kv(a.v, a.dtype, static_cast<size_t>(slot) * row_elems + kvh * hd + tid, vs);
-      }
-    }
   }
   if (tid < hd) a.out[row * a.ldo + h * hd + tid] = acc / l;
 }

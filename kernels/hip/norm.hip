@@ -1,5 +1,6 @@
-// RMSNorm: one group of 8 threads per row takes the sum of squares in the CPU dot's lane order;
-// then the whole block scales its rows.
+// RMSNorm, one block per row: the block stages the row in shared memory (one coalesced pass), 8
+// threads take the sum of squares in the CPU dot's lane order from there, then the block scales
+// the row. A row too long for shared memory is summed from global memory instead.
 #include "kernels/hip/device_math.hpp"
 #include "kernels/hip/launch.hpp"
 #include "kernels/hip/paging.hpp"
@@ -7,46 +8,51 @@
 namespace ordo::hip {
 namespace {
 
-constexpr int threads = 256, rows_per_block = threads / 8;
+constexpr int threads = 256;
+constexpr int32_t max_staged = 12288; // floats: 48 KiB of dynamic shared memory
 
 __global__ void rmsnorm_kernel(rmsnorm_args a) {
-  __shared__ float inv_s[rows_per_block];
-  const int32_t lane = threadIdx.x & 7;
-  const int32_t r0 = blockIdx.x * rows_per_block, r = r0 + threadIdx.x / 8;
-  const bool live = r < a.rows;
-  const float* x = a.x + static_cast<int64_t>(live ? r : 0) * a.ldx;
-  float sum = 0.0f;
-  // Unrolled so that a lane's loads are issued ahead of its (sequential) adds.
-  if (live) {
-    int32_t i = 0;
-    for (; i + 64 <= a.dim; i += 64) {
-      float v[8];
+  extern __shared__ float row_s[];
+  __shared__ float inv_s;
+  const int32_t r = blockIdx.x, tid = threadIdx.x;
+  const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
+  const bool staged = a.dim <= max_staged;
+  if (staged)
+    for (int32_t i = tid; i < a.dim; i += threads) row_s[i] = x[i];
+  __syncthreads();
+  const float* xr = staged ? row_s : x;
+  if (tid < 32) { // one warp: the shuffles span it
+    const int32_t lane = tid & 7;
+    float sum = 0.0f;
+    if (tid < 8) {
+      int32_t i = 0;
+      for (; i + 64 <= a.dim; i += 64) { // a lane's loads issued ahead of its (sequential) adds
+        float v[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = x[i + 8 * u + lane];
+        for (int u = 0; u < 8; ++u) v[u] = xr[i + 8 * u + lane];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) sum += v[u] * v[u];
+        for (int u = 0; u < 8; ++u) sum += v[u] * v[u];
+      }
+      for (; i + 8 <= a.dim; i += 8) sum += xr[i + lane] * xr[i + lane];
     }
-    for (; i + 8 <= a.dim; i += 8) sum += x[i + lane] * x[i + lane];
-  }
-  sum = gpu::lane_tree8(sum);
-  if (live && lane == 0) {
-    for (int32_t i = a.dim / 8 * 8; i < a.dim; ++i) sum += x[i] * x[i];
-    inv_s[threadIdx.x / 8] = 1.0f / sqrtf(sum / static_cast<float>(a.dim) + a.eps);
+    sum = gpu::lane_tree8(sum);
+    if (tid == 0) {
+      for (int32_t i = a.dim / 8 * 8; i < a.dim; ++i) sum += xr[i] * xr[i];
+      inv_s = 1.0f / sqrtf(sum / static_cast<float>(a.dim) + a.eps);
+    }
   }
   __syncthreads();
-  // y = x · inv · w elementwise (no order to keep): the whole block writes the block's rows.
-  const int32_t nrows = a.rows - r0 < rows_per_block ? a.rows - r0 : rows_per_block;
-  for (int64_t e = threadIdx.x; e < static_cast<int64_t>(nrows) * a.dim; e += threads) {
-    const int32_t rr = static_cast<int32_t>(e / a.dim), i = static_cast<int32_t>(e % a.dim);
-    a.y[static_cast<int64_t>(r0 + rr) * a.ldy + i] = a.x[static_cast<int64_t>(r0 + rr) * a.ldx + i] * inv_s[rr] * a.w[i];
-  }
+  // y = x · inv · w elementwise (no order to keep).
+  float* y = a.y + static_cast<int64_t>(r) * a.ldy;
+  for (int32_t i = tid; i < a.dim; i += threads) y[i] = xr[i] * inv_s * a.w[i];
 }
 
 } // namespace
 
 void rmsnorm(const rmsnorm_args& a, hipStream_t stream) {
   if (a.rows <= 0) return;
-  rmsnorm_kernel<<<blocks_for(a.rows, rows_per_block), threads, 0, stream>>>(a);
+  const size_t smem = a.dim <= max_staged ? static_cast<size_t>(a.dim) * sizeof(float) : 0;
+  rmsnorm_kernel<<<a.rows, threads, smem, stream>>>(a);
   ORDO_HIP_LAUNCHED();
 }
 
