@@ -105,6 +105,9 @@ struct paged_attention_args {
   // in place and ignores it.
   float* partials = nullptr;
   int64_t partials_floats = 0;
+  // One counter per (row, head) record of partials (partials_floats / (head_dim + 2) of them), zero
+  // between launches: the chunk that finishes last folds them and sets its counter back to zero.
+  uint32_t* partial_counts = nullptr;
 };
 
 // For each row at position p with p % group == group - 1: compressed[group of p] = mean of the

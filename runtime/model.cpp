@@ -103,6 +103,7 @@ struct model::impl {
   float *ple_e = nullptr, *ple_c = nullptr, *sample_h = nullptr, *sample_xn = nullptr;
   float* attn_partials = nullptr; // a GPU's chunk-parallel attention scratch (kernel_args.hpp)
   int64_t attn_partials_floats = 0;
+  uint32_t* attn_partial_counts = nullptr;
   int32_t* ple_buckets = nullptr;
   int64_t ld_proj = 0, ld_mix = 0;
   device_outputs outputs;
@@ -298,6 +299,8 @@ void model::impl::build_workspace() {
     const int64_t chunks = (d.max_context + attention_chunk - 1) / attention_chunk;
     attn_partials_floats = 16 * chunks * d.num_q_heads * (d.head_dim + 2);
     attn_partials = alloc_floats(static_cast<size_t>(attn_partials_floats));
+    attn_partial_counts = static_cast<uint32_t*>(
+        alloc(static_cast<size_t>(attn_partials_floats / (d.head_dim + 2)) * sizeof(uint32_t))); // zeroed
   }
   sample_h = alloc_floats(T * d.d_model);
   sample_xn = alloc_floats(T * d.d_model);
@@ -380,13 +383,14 @@ void model::enqueue_forward(stream_kind s, const device_batch& b) {
       float* k = I.proj + qd;
       float* v = I.proj + qd + kvd;
       kt.matmul(s, {I.xn, dm, L.wqkv, I.proj, I.ld_proj, T, dm, L.qkv_width, false});
-      kt.rope(s, {q, I.ld_proj, b.positions, I.rope_table, T, d.num_q_heads, d.head_dim, d.max_context});
-      kt.rope(s, {k, I.ld_proj, b.positions, I.rope_table, T, d.num_kv_heads, d.head_dim, d.max_context});
+      // K follows Q in each row, so one rope over the q and k heads rotates both.
+      kt.rope(s, {q, I.ld_proj, b.positions, I.rope_table, T, d.num_q_heads + d.num_kv_heads, d.head_dim,
+                  d.max_context});
       kt.kv_store(s, {k, I.ld_proj, b.slot_mapping, L.k, L.k_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim});
       kt.kv_store(s, {v, I.ld_proj, b.slot_mapping, L.v, L.v_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim});
       paged_attention_args at{b, q, I.ld_proj, L.k, L.v, L.k_scale, L.v_scale, I.kv_elem, I.mix, I.ld_mix,
                               d.num_q_heads, d.num_kv_heads, d.head_dim, I.options.block_size,
-                              I.attn_partials, I.attn_partials_floats};
+                              I.attn_partials, I.attn_partials_floats, I.attn_partial_counts};
       if (L.kind == layer_kind::attention) {
         kt.paged_attention(s, at);
       } else {

@@ -362,12 +362,19 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       auto dout = m.of(std::vector<float>(size_t(DT) * nq * hd));
       const int64_t cap = int64_t(DT) * nq * 8 * (hd + 2);
       auto scratch = m.of(std::vector<float>(size_t(cap)));
+      auto counts = m.of(std::vector<uint32_t>(size_t(cap / (hd + 2))));
       paged_attention_args hh{db.h, dq.h, nq * hd, dk.h, dv.h, fp8 ? dks.h : nullptr, fp8 ? dvs.h : nullptr, dt, dout.h,
                               nq * hd, nq, nkv, hd, bs};
       paged_attention_args dd{db.d, dq.d, nq * hd, dk.d, dv.d, fp8 ? dks.d : nullptr, fp8 ? dvs.d : nullptr, dt, dout.d,
-                              nq * hd, nq, nkv, hd, bs, scratch.d, cap};
+                              nq * hd, nq, nkv, hd, bs, scratch.d, cap, counts.d};
       run([&] { cpu::paged_attention(hh); }, [&] { kt.paged_attention(cs, dd); });
       verdict vd;
+      vd.add(m, dout);
+      // Again into a cleared output: the fold's counters must have been set back to zero.
+      const std::vector<float> zeros(dout.n, 0.0f);
+      gpu.copy_async(cs, dout.d, zeros.data(), zeros.size() * sizeof(float));
+      kt.paged_attention(cs, dd);
+      gpu.synchronize();
       vd.add(m, dout);
       report(std::string("paged_attention split ") + to_string(dt) + tag, vd);
     }

@@ -1,6 +1,6 @@
 // Paged causal attention over the KV arena (fp32 / bf16 / fp8 with per-(token, head) scales) and
 // the store of K/V rows into their slots. Decode-sized batches run each row's chunks in parallel
-// (attention_chunk_kernel writes a chunk's a_c, m_c, l_c to scratch; attention_fold_kernel folds).
+// (attention_chunk_kernel writes a chunk's a_c, m_c, l_c to scratch; the row's last chunk folds).
 #include <stdexcept>
 #include <string>
 
@@ -47,7 +47,8 @@ __global__ void kv_store_kernel(kv_store_args a) {
 }
 
 // Dense rows, one block per (row, head, chunk): the chunk's scores, max, weights and sums, written
-// to a.partials as [a_c (head_dim floats), m_c, l_c] at record ((row · heads + head) · chunks_cap + c).
+// to a.partials as [a_c (head_dim floats), m_c, l_c] at record ((row · heads + head) · chunks_cap + c);
+// the block that finishes the row's last chunk folds them in ascending order (no second launch).
 // 128 threads: 16 groups of 8, each taking 4 of the chunk's 64 scores with their loads in flight
 // together.
 constexpr int chunk_threads = 128;
@@ -98,27 +99,32 @@ __global__ void __launch_bounds__(chunk_threads) attention_chunk_kernel(paged_at
       rec[hd + 1] = l_c;
     }
   }
-}
-
-// One block per (row, head): M = max m_c, then the chunks folded in ascending order with e^{m_c − M}.
-__global__ void attention_fold_kernel(paged_attention_args a, int32_t chunks_cap) {
-  const int32_t row = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, hd = a.head_dim;
-  if (tid >= hd) return;
-  const int32_t count = a.batch.positions[row] + 1;
+  // The row's last chunk to finish folds them all (which block that is does not change the order).
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  uint32_t* count_at = a.partial_counts + static_cast<int64_t>(row) * a.num_q_heads + h;
   const int32_t chunks = (count + attention_chunk - 1) / attention_chunk;
-  const float* rec = a.partials + (static_cast<int64_t>(row) * a.num_q_heads + h) * chunks_cap * (hd + 2);
+  if (tid == 0) last = atomicAdd(count_at, 1u) == static_cast<uint32_t>(chunks - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // Other blocks' records: volatile reads, past this multiprocessor's L1.
+  const volatile float* recs =
+      a.partials + (static_cast<int64_t>(row) * a.num_q_heads + h) * chunks_cap * (hd + 2);
   float m = -INFINITY;
-#pragma unroll 8
-  for (int32_t c = 0; c < chunks; ++c) m = fmaxf(m, rec[c * (hd + 2) + hd]);
-  float l = 0.0f, acc = 0.0f;
-#pragma unroll 8
-  for (int32_t c = 0; c < chunks; ++c) {
-    const float* r = rec + c * (hd + 2);
-    const float w = gpu::expf_glibc(r[hd] - m);
-    l += r[hd + 1] * w;
-    acc += r[tid] * w;
+  for (int32_t k = 0; k < chunks; ++k) m = fmaxf(m, recs[k * (hd + 2) + hd]);
+  for (int32_t e = tid; e < hd; e += chunk_threads) {
+    float l = 0.0f, acc = 0.0f;
+    for (int32_t k = 0; k < chunks; ++k) {
+      const volatile float* r = recs + k * (hd + 2);
+      const float w = gpu::expf_glibc(r[hd] - m);
+      l += r[hd + 1] * w;
+      acc += r[e] * w;
+    }
+    a.out[row * a.ldo + h * hd + e] = acc / l;
   }
-  a.out[row * a.ldo + h * hd + tid] = acc / l;
+  if (tid == 0) *count_at = 0; // ready for the next launch (stream order)
 }
 
 } // namespace
@@ -144,12 +150,10 @@ void paged_attention(const paged_attention_args& a, hipStream_t stream) {
   // them; a prefill's rows are many blocks already.
   const int64_t chunks = (static_cast<int64_t>(a.batch.max_position) + attention_chunk) / attention_chunk;
   const int64_t needed = static_cast<int64_t>(a.batch.num_tokens) * a.num_q_heads * chunks * (a.head_dim + 2);
-  if (a.partials && a.batch.max_position >= 0 && a.batch.num_tokens <= attention_split_rows &&
+  if (a.partials && a.partial_counts && a.batch.max_position >= 0 && a.batch.num_tokens <= attention_split_rows &&
       needed <= a.partials_floats) {
     const int32_t cap = static_cast<int32_t>(chunks);
     attention_chunk_kernel<<<dim3(a.batch.num_tokens, a.num_q_heads, cap), chunk_threads, 0, stream>>>(a, cap);
-    ORDO_HIP_LAUNCHED();
-    attention_fold_kernel<<<dim3(a.batch.num_tokens, a.num_q_heads), threads, 0, stream>>>(a, cap);
     ORDO_HIP_LAUNCHED();
     return;
   }
