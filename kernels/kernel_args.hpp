@@ -79,6 +79,13 @@ struct kv_store_args {
   int32_t rows = 0, heads = 0, head_dim = 0;
 };
 
+// rope over the q and k heads, then kv_store of k and v, as one op: a GPU runs them as one
+// kernel (one launch instead of three); the result is theirs in that order.
+struct rope_kv_store_args {
+  rope_args rope;
+  kv_store_args k, v;
+};
+
 // Attention's fixed split of a row's position list: entries [c·S, (c+1)·S) form chunk c. Each chunk
 // takes its own max m_c, Σ e^{s−m_c} and Σ e^{s−m_c}·v in list order; the chunks are then folded
 // in ascending c with weights e^{m_c − M} (M the row's max). The split depends on the list alone,

@@ -26,6 +26,12 @@ public:
   virtual void rope(stream_kind s, const rope_args& a) = 0;
   virtual void swiglu(stream_kind s, const swiglu_args& a) = 0;
   virtual void kv_store(stream_kind s, const kv_store_args& a) = 0;
+  // Fused: rope, then kv_store of k, then of v. The default enqueues the three ops.
+  virtual void rope_kv_store(stream_kind s, const rope_kv_store_args& a) {
+    rope(s, a.rope);
+    kv_store(s, a.k);
+    kv_store(s, a.v);
+  }
   virtual void paged_attention(stream_kind s, const paged_attention_args& a) = 0;
   virtual void index_compress(stream_kind s, const index_compress_args& a) = 0;
   virtual void sparse_attention(stream_kind s, const sparse_attention_args& a) = 0;

@@ -383,11 +383,12 @@ void model::enqueue_forward(stream_kind s, const device_batch& b) {
       float* k = I.proj + qd;
       float* v = I.proj + qd + kvd;
       kt.matmul(s, {I.xn, dm, L.wqkv, I.proj, I.ld_proj, T, dm, L.qkv_width, false});
-      // K follows Q in each row, so one rope over the q and k heads rotates both.
-      kt.rope(s, {q, I.ld_proj, b.positions, I.rope_table, T, d.num_q_heads + d.num_kv_heads, d.head_dim,
-                  d.max_context});
-      kt.kv_store(s, {k, I.ld_proj, b.slot_mapping, L.k, L.k_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim});
-      kt.kv_store(s, {v, I.ld_proj, b.slot_mapping, L.v, L.v_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim});
+      // K follows Q in each row, so one rope over the q and k heads rotates both; then K and V go
+      // to their slots (one launch on a GPU).
+      kt.rope_kv_store(
+          s, {{q, I.ld_proj, b.positions, I.rope_table, T, d.num_q_heads + d.num_kv_heads, d.head_dim, d.max_context},
+              {k, I.ld_proj, b.slot_mapping, L.k, L.k_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim},
+              {v, I.ld_proj, b.slot_mapping, L.v, L.v_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim}});
       paged_attention_args at{b, q, I.ld_proj, L.k, L.v, L.k_scale, L.v_scale, I.kv_elem, I.mix, I.ld_mix,
                               d.num_q_heads, d.num_kv_heads, d.head_dim, I.options.block_size,
                               I.attn_partials, I.attn_partials_floats, I.attn_partial_counts};

@@ -338,6 +338,47 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     }
     report(std::string("kv_store ") + to_string(dt) + tag, vk);
 
+    {
+      // rope over the q and k heads, then K and V into their slots, as one launch against the three ops.
+      const int32_t maxp = 256;
+      std::vector<float> cs_table(size_t(maxp) * hd);
+      for (int32_t p = 0; p < maxp; ++p)
+        for (int32_t i = 0; i < hd / 2; ++i) {
+          cs_table[(size_t(p) * hd / 2 + i) * 2] = float(std::cos(p * std::pow(10000.0, -2.0 * i / hd)));
+          cs_table[(size_t(p) * hd / 2 + i) * 2 + 1] = float(std::sin(p * std::pow(10000.0, -2.0 * i / hd)));
+        }
+      auto tab = m.of(cs_table);
+      auto qkv = m.of(r.floats(size_t(T) * ldqkv, -3, 3));
+      auto fk = m.of(random_kv_bytes(r, dt, slots * row));
+      auto fv = m.of(random_kv_bytes(r, dt, slots * row));
+      auto fks = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
+      auto fvs = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
+      const auto args = [&](auto& x, auto& kr, auto& vr, auto& ksr, auto& vsr, const device_batch& bb, int32_t* smap_p) {
+        return rope_kv_store_args{{x, ldqkv, bb.positions, nullptr, T, nq + nkv, hd, maxp},
+                                  {x + nq * hd, ldqkv, smap_p, kr, fp8 ? ksr : nullptr, dt, T, nkv, hd},
+                                  {x + nq * hd + nkv * hd, ldqkv, bb.slot_mapping, vr, fp8 ? vsr : nullptr, dt, T, nkv, hd}};
+      };
+      auto ha = args(qkv.h, fk.h, fv.h, fks.h, fvs.h, b.h, sm.h);
+      ha.rope.cos_sin = tab.h;
+      auto da = args(qkv.d, fk.d, fv.d, fks.d, fvs.d, b.d, sm.d);
+      da.rope.cos_sin = tab.d;
+      run([&] {
+            cpu::rope(ha.rope);
+            cpu::kv_store(ha.k);
+            cpu::kv_store(ha.v);
+          },
+          [&] { kt.rope_kv_store(cs, da); });
+      verdict vf;
+      vf.add(m, qkv);
+      vf.add(m, fk);
+      vf.add(m, fv);
+      if (fp8) {
+        vf.add(m, fks);
+        vf.add(m, fvs);
+      }
+      report(std::string("rope_kv_store ") + to_string(dt) + tag, vf);
+    }
+
     auto out = m.of(std::vector<float>(size_t(T) * nq * hd));
     paged_attention_args h{b.h, src.h, ldqkv, k.h, v.h, fp8 ? ks.h : nullptr, fp8 ? vs.h : nullptr, dt, out.h, nq * hd,
                            nq, nkv, hd, bs};
@@ -377,6 +418,27 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       gpu.synchronize();
       vd.add(m, dout);
       report(std::string("paged_attention split ") + to_string(dt) + tag, vd);
+    }
+    {
+      // Prefill-sized rows in tiles of 32 of one request: a prompt over three tiles, a decode
+      // row, a chunk starting mid-chunk at 150, one ending a tile early at 31.
+      batch_pair pb = make_batch(m, r, {{70, 0}, {1, 300}, {45, 150}, {33, 31}}, bs);
+      const size_t pslots = size_t(pb.num_blocks) * bs;
+      auto pk = m.of(random_kv_bytes(r, dt, pslots * row));
+      auto pv = m.of(random_kv_bytes(r, dt, pslots * row));
+      auto pks = m.of(r.floats(fp8 ? pslots * nkv : 1, 0.001f, 0.02f));
+      auto pvs = m.of(r.floats(fp8 ? pslots * nkv : 1, 0.001f, 0.02f));
+      const int32_t PT = pb.h.num_tokens;
+      auto pq = m.of(r.floats(size_t(PT) * nq * hd, -3, 3));
+      auto pout = m.of(std::vector<float>(size_t(PT) * nq * hd));
+      paged_attention_args hh{pb.h, pq.h, nq * hd, pk.h, pv.h, fp8 ? pks.h : nullptr, fp8 ? pvs.h : nullptr, dt, pout.h,
+                              nq * hd, nq, nkv, hd, bs};
+      paged_attention_args dd{pb.d, pq.d, nq * hd, pk.d, pv.d, fp8 ? pks.d : nullptr, fp8 ? pvs.d : nullptr, dt, pout.d,
+                              nq * hd, nq, nkv, hd, bs};
+      run([&] { cpu::paged_attention(hh); }, [&] { kt.paged_attention(cs, dd); });
+      verdict vt;
+      vt.add(m, pout);
+      report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
     }
 
     // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.

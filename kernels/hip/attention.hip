@@ -1,21 +1,23 @@
 // Paged causal attention over the KV arena (fp32 / bf16 / fp8 with per-(token, head) scales) and
 // the store of K/V rows into their slots. Decode-sized batches run each row's chunks in parallel
-// (attention_chunk_kernel writes a chunk's a_c, m_c, l_c to scratch; the row's last chunk folds).
+// (attention_chunk_kernel writes a chunk's a_c, m_c, l_c to scratch; the row's last chunk folds);
+// larger batches run tiles of rows (kernels/hip/attention_tile.hip).
 #include <stdexcept>
 #include <string>
 
 #include "kernels/hip/attention_core.hpp"
 #include "kernels/hip/launch.hpp"
+#include "kernels/hip/rope_row.hpp"
 
 namespace ordo::hip {
 namespace {
 
-// One block per (row, head). fp8: the head's amax (fmax: exact in any order) sets its scale.
-__global__ void kv_store_kernel(kv_store_args a) {
-  __shared__ float red[128];
-  const int32_t r = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+// One (row, head) of K or V into its slot, by the whole block (every thread must call it).
+// fp8: the head's amax (fmax: exact in any order) sets its scale.
+__device__ void store_kv_head(const kv_store_args& a, int32_t r, int32_t h, float* red) {
+  const int32_t tid = threadIdx.x;
   const int64_t slot = a.slot_mapping[r];
-  if (slot < 0) return;
+  if (slot < 0) return; // the same for the whole block
   const float* x = a.src + r * a.ld + h * a.head_dim;
   const size_t base = static_cast<size_t>(slot) * a.heads * a.head_dim + static_cast<size_t>(h) * a.head_dim;
   switch (a.dtype) {
@@ -36,6 +38,7 @@ __global__ void kv_store_kernel(kv_store_args a) {
       __syncthreads();
     }
     amax = red[0];
+    __syncthreads(); // red is free again for the next head
     const float scale = amax > 0.0f ? amax / gpu::fp8_e4m3_max : 1.0f;
     for (int32_t i = tid; i < a.head_dim; i += blockDim.x)
       static_cast<uint8_t*>(a.region)[base + i] = gpu::float_to_fp8_e4m3(x[i] / scale);
@@ -44,6 +47,23 @@ __global__ void kv_store_kernel(kv_store_args a) {
   }
   default: kernel_fail("kv_store: unsupported dtype", static_cast<int>(a.dtype));
   }
+}
+
+// One block per (row, head).
+__global__ void kv_store_kernel(kv_store_args a) {
+  __shared__ float red[128];
+  store_kv_head(a, blockIdx.x, blockIdx.y, red);
+}
+
+// One block per row: the row's rope, then its K and V heads (rope, kv_store k, kv_store v in
+// order, as one launch; the barrier makes the rotated K visible to the stores).
+__global__ void rope_kv_store_kernel(rope_kv_store_args a) {
+  __shared__ float red[128];
+  const int32_t r = blockIdx.x;
+  rope_row(a.rope, r);
+  __syncthreads();
+  for (int32_t h = 0; h < a.k.heads; ++h) store_kv_head(a.k, r, h, red);
+  for (int32_t h = 0; h < a.v.heads; ++h) store_kv_head(a.v, r, h, red);
 }
 
 // Dense rows, one block per (row, head, chunk): the chunk's scores, max, weights and sums, written
@@ -142,6 +162,14 @@ void kv_store(const kv_store_args& a, hipStream_t stream) {
   ORDO_HIP_LAUNCHED();
 }
 
+void rope_kv_store(const rope_kv_store_args& a, hipStream_t stream) {
+  if (a.rope.rows <= 0) return;
+  if (a.k.rows != a.rope.rows || a.v.rows != a.rope.rows)
+    throw std::invalid_argument("hip rope_kv_store: rope, k and v must cover the same rows");
+  rope_kv_store_kernel<<<a.rope.rows, 128, 0, stream>>>(a);
+  ORDO_HIP_LAUNCHED();
+}
+
 void paged_attention(const paged_attention_args& a, hipStream_t stream) {
   if (a.batch.num_tokens <= 0) return;
   check_attention_shape(a);
@@ -155,6 +183,10 @@ void paged_attention(const paged_attention_args& a, hipStream_t stream) {
     const int32_t cap = static_cast<int32_t>(chunks);
     attention_chunk_kernel<<<dim3(a.batch.num_tokens, a.num_q_heads, cap), chunk_threads, 0, stream>>>(a, cap);
     ORDO_HIP_LAUNCHED();
+    return;
+  }
+  if (a.head_dim <= attention_tile_max_head_dim) {
+    attention_tiles(a, stream);
     return;
   }
   sparse_attention_args sa;

@@ -6,7 +6,8 @@
 // - attention_kernel: one block per (row, query head) walks every chunk and folds as it goes.
 //   Pass 1 takes the max score (fmax: order-free, exact) and keeps the scores in shared memory
 //   when they fit. Sparse rows first pick their top-k groups.
-// Dense decode runs the chunks in parallel instead (kernels/hip/attention.hip).
+// Dense decode runs the chunks in parallel instead (kernels/hip/attention.hip), and dense prefill
+// runs tiles of rows (attention_tiles).
 #pragma once
 
 #include "kernels/hip/device_math.hpp"
@@ -18,6 +19,7 @@ namespace ordo::hip {
 inline constexpr int attention_max_top_k = 32;
 inline constexpr int attention_score_cache = 2048; // scores kept between the passes (8 KiB)
 inline constexpr int attention_split_rows = 64;      // at most this many rows run chunk-parallel
+inline constexpr int attention_tile_max_head_dim = 128; // attention_tiles' shared rows
 
 __device__ inline float load_kv(const void* region, elem_dtype dt, size_t index, float scale) {
   switch (dt) {
@@ -289,6 +291,10 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   }
   if (tid < hd) a.out[row * a.ldo + h * hd + tid] = acc / l;
 }
+
+// Dense attention by tiles of up to 32 rows of one request per (tile, head), sharing each staged K
+// and V row (kernels/hip/attention_tile.hip); head_dim <= attention_tile_max_head_dim.
+void attention_tiles(const paged_attention_args& a, hipStream_t stream);
 
 // Threads per block for head_dim; the kernel needs head_dim <= threads.
 inline int attention_threads(int32_t head_dim) { return head_dim <= 128 ? 128 : 256; }

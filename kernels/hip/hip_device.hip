@@ -244,6 +244,7 @@ public:
   ORDO_HIP_OP(rope, rope_args)
   ORDO_HIP_OP(swiglu, swiglu_args)
   ORDO_HIP_OP(kv_store, kv_store_args)
+  ORDO_HIP_OP(rope_kv_store, rope_kv_store_args)
   ORDO_HIP_OP(paged_attention, paged_attention_args)
   ORDO_HIP_OP(index_compress, index_compress_args)
   ORDO_HIP_OP(sparse_attention, sparse_attention_args)

@@ -19,6 +19,7 @@ void embed(const embed_args& a, hipStream_t stream);
 void rope(const rope_args& a, hipStream_t stream);
 void swiglu(const swiglu_args& a, hipStream_t stream);
 void kv_store(const kv_store_args& a, hipStream_t stream);
+void rope_kv_store(const rope_kv_store_args& a, hipStream_t stream);
 void paged_attention(const paged_attention_args& a, hipStream_t stream);
 void index_compress(const index_compress_args& a, hipStream_t stream);
 void sparse_attention(const sparse_attention_args& a, hipStream_t stream);

@@ -1,0 +1,267 @@
+// Dense paged attention for prefill-sized batches: one block per (tile of up to 32 consecutive rows
+// of one request, query head). The tile's queries share each K and V row staged in shared memory,
+// where one block per (row, head) read them once per row. Each result is still the CPU's
+// (kernels/cpu/attention.cpp), bit for bit:
+// - a score is the dot's 8 lanes in ascending order, summed in dot8's tree, plus the tail, × scale;
+//   one thread takes all 8 lanes of its scores one after another and keeps the tree's pending
+//   sums (three at most), so the additions are the shuffles' additions;
+// - pass 1 takes each query's max score M (fmax: order-free); pass 2 recomputes the scores chunk
+//   by chunk, takes m_c, the weights e^{s − m_c}, l_c and a_c in list order, and folds
+//   l += l_c·e^{m_c − M}, acc += a_c·e^{m_c − M} in ascending chunk order.
+// Entries past a query's own position are masked: they take no part in any max or sum.
+#include "kernels/hip/attention_core.hpp"
+#include "kernels/hip/launch.hpp"
+
+namespace ordo::hip {
+namespace {
+
+constexpr int tile_queries = 32;   // rows per block
+constexpr int tile_positions = 32; // K or V rows staged at once (half a chunk)
+constexpr int tile_threads = 256;
+static_assert(attention_chunk == 2 * tile_positions, "a chunk is two staged halves");
+
+struct tile_smem {
+  float q[tile_queries][attention_tile_max_head_dim + 1];
+  float kv[tile_positions][attention_tile_max_head_dim + 1];
+  float s[tile_queries][attention_chunk + 1]; // a chunk's scores, then its weights
+  int64_t slot[attention_chunk];              // the staged chunk's slots (-1: past every query)
+  int32_t count[tile_queries];                // positions each query attends (0: no query)
+  float m[tile_queries];                      // pass 1: the query's max score
+  float mc[tile_queries];                     // the chunk's max score per query
+};
+
+// The slots of positions [j0, j0 + n) of `req` (those below `limit`), by the first n threads.
+__device__ void stage_slots(const paged_attention_args& a, int32_t req, int32_t j0, int32_t n, int32_t limit,
+                            int64_t* slot) {
+  if (threadIdx.x < n) slot[threadIdx.x] = j0 + threadIdx.x < limit ? slot_of(a.batch, req, j0 + threadIdx.x, a.block_size) : -1;
+}
+
+// Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
+__device__ void stage_rows(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
+                           const int64_t* slot, float (*dst)[attention_tile_max_head_dim + 1]) {
+  const int32_t hd = a.head_dim;
+#pragma unroll 4
+  for (int32_t e = threadIdx.x; e < tile_positions * hd; e += tile_threads) {
+    const int32_t p = e / hd, i = e % hd;
+    const int64_t sl = slot[p];
+    float v = 0.0f;
+    if (sl >= 0) {
+      const float sc = scales ? scales[sl * a.num_kv_heads + kvh] : 1.0f;
+      v = load_kv(region, a.dtype, static_cast<size_t>(sl) * a.num_kv_heads * hd + kvh * hd + i, sc);
+    }
+    dst[p][i] = v;
+  }
+}
+
+// The scores of queries qi and qi + 16 against staged positions pi and pi + 16, in the CPU's order.
+__device__ void tile_scores(const tile_smem& sm, int32_t hd, int32_t qi, int32_t pi, float scale, float (&out)[2][2]) {
+  float pend[3][2][2]; // the tree's pending sums: (0+1), (0+1)+(2+3) or (4+5), (6+7)
+  const int32_t steps = hd / 8;
+#pragma unroll
+  for (int l = 0; l < 8; ++l) {
+    float s[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    for (int32_t st = 0; st < steps; ++st) {
+      const int32_t i = 8 * st + l;
+      const float q0 = sm.q[qi][i], q1 = sm.q[qi + 16][i];
+      const float k0 = sm.kv[pi][i], k1 = sm.kv[pi + 16][i];
+      s[0][0] += q0 * k0;
+      s[0][1] += q0 * k1;
+      s[1][0] += q1 * k0;
+      s[1][1] += q1 * k1;
+    }
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+#pragma unroll
+      for (int y = 0; y < 2; ++y) {
+        switch (l) {
+        case 0: pend[0][x][y] = s[x][y]; break;
+        case 1: pend[0][x][y] += s[x][y]; break;
+        case 2: pend[1][x][y] = s[x][y]; break;
+        case 3: pend[1][x][y] += s[x][y]; pend[0][x][y] += pend[1][x][y]; break;
+        case 4: pend[1][x][y] = s[x][y]; break;
+        case 5: pend[1][x][y] += s[x][y]; break;
+        case 6: pend[2][x][y] = s[x][y]; break;
+        default: pend[2][x][y] += s[x][y]; pend[1][x][y] += pend[2][x][y]; pend[0][x][y] += pend[1][x][y];
+        }
+      }
+  }
+#pragma unroll
+  for (int x = 0; x < 2; ++x)
+#pragma unroll
+    for (int y = 0; y < 2; ++y) {
+      float s = pend[0][x][y];
+      for (int32_t i = hd / 8 * 8; i < hd; ++i) s += sm.q[qi + 16 * x][i] * sm.kv[pi + 16 * y][i];
+      out[x][y] = s * scale;
+    }
+}
+
+__global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_attention_args a) {
+  __shared__ tile_smem sm;
+  __shared__ int32_t tile_req, tile_row0, tile_rows;
+  const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
+  const int32_t kvh = h / (a.num_q_heads / a.num_kv_heads);
+  const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+  if (tid == 0) { // this block's tile: the requests' rows in tiles of tile_queries, in order
+    int32_t b = blockIdx.x;
+    tile_req = -1;
+    for (int32_t r = 0; r < a.batch.num_reqs; ++r) {
+      const int32_t start = a.batch.req_token_start[r], end = a.batch.req_token_start[r + 1];
+      const int32_t tiles = (end - start + tile_queries - 1) / tile_queries;
+      if (b < tiles) {
+        tile_req = r;
+        tile_row0 = start + b * tile_queries;
+        tile_rows = end - tile_row0 < tile_queries ? end - tile_row0 : tile_queries;
+        break;
+      }
+      b -= tiles;
+    }
+  }
+  __syncthreads();
+  const int32_t req = tile_req, row0 = tile_row0, nq = tile_rows;
+  if (req < 0) return; // the same for the whole block
+  for (int32_t e = tid; e < tile_queries * hd; e += tile_threads) {
+    const int32_t q = e / hd, i = e % hd;
+    sm.q[q][i] = q < nq ? a.q[static_cast<int64_t>(row0 + q) * a.ldq + h * hd + i] : 0.0f;
+  }
+  if (tid < tile_queries) {
+    sm.count[tid] = tid < nq ? a.batch.positions[row0 + tid] + 1 : 0;
+    sm.m[tid] = -INFINITY;
+  }
+  __syncthreads();
+  int32_t limit = 0; // the most positions any query of the tile attends
+  for (int32_t q = 0; q < nq; ++q) limit = sm.count[q] > limit ? sm.count[q] : limit;
+
+  // Pass 1: each query's max score. Thread (qi, pi): queries qi, qi + 16; positions pi, pi + 16.
+  const int32_t qi = tid / 16, pi = tid % 16;
+  {
+    float m[2] = {-INFINITY, -INFINITY};
+    for (int32_t j0 = 0; j0 < limit; j0 += tile_positions) {
+      stage_slots(a, req, j0, tile_positions, limit, sm.slot);
+      __syncthreads();
+      stage_rows(a, a.k, a.k_scale, kvh, sm.slot, sm.kv);
+      __syncthreads();
+      float s[2][2];
+      tile_scores(sm, hd, qi, pi, scale, s);
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int y = 0; y < 2; ++y)
+          if (j0 + pi + 16 * y < sm.count[qi + 16 * x]) m[x] = fmaxf(m[x], s[x][y]);
+      __syncthreads();
+    }
+    // The 16 threads of a query row are 16 consecutive lanes of one warp.
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      for (int off = 8; off > 0; off /= 2) m[x] = fmaxf(m[x], ORDO_SHFL_XOR(m[x], off));
+      if (pi == 0) sm.m[qi + 16 * x] = m[x];
+    }
+  }
+  __syncthreads();
+
+  // Pass 2, per chunk. Thread (vq, ve) sums queries vq + 8·x (x < 4), elements ve + 32·y (y < 4).
+  const int32_t vq = tid / 32, ve = tid % 32;
+  float l[4], acc[4][4];
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {
+    l[x] = 0.0f;
+#pragma unroll
+    for (int y = 0; y < 4; ++y) acc[x][y] = 0.0f;
+  }
+  for (int32_t c0 = 0; c0 < limit; c0 += attention_chunk) {
+    stage_slots(a, req, c0, attention_chunk, limit, sm.slot);
+    __syncthreads();
+    for (int32_t half = 0; half < 2; ++half) {
+      const int32_t j0 = c0 + half * tile_positions;
+      if (j0 < limit) {
+        stage_rows(a, a.k, a.k_scale, kvh, sm.slot + half * tile_positions, sm.kv);
+        __syncthreads();
+        float s[2][2];
+        tile_scores(sm, hd, qi, pi, scale, s);
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+#pragma unroll
+          for (int y = 0; y < 2; ++y) {
+            const int32_t p = pi + 16 * y;
+            sm.s[qi + 16 * x][half * tile_positions + p] = j0 + p < sm.count[qi + 16 * x] ? s[x][y] : -INFINITY;
+          }
+      } else {
+        for (int32_t e = tid; e < tile_queries * tile_positions; e += tile_threads)
+          sm.s[e / tile_positions][half * tile_positions + e % tile_positions] = -INFINITY;
+      }
+      __syncthreads();
+    }
+    // m_c per query (8 threads each, fmax), then the weights e^{s − m_c} of its entries.
+    {
+      const int32_t q = tid / 8, part = tid % 8;
+      float mc = -INFINITY;
+      for (int32_t t = part; t < attention_chunk; t += 8) mc = fmaxf(mc, sm.s[q][t]);
+      for (int off = 4; off > 0; off /= 2) mc = fmaxf(mc, ORDO_SHFL_XOR(mc, off));
+      const int32_t n = sm.count[q] - c0; // entries of this chunk the query attends
+      for (int32_t t = part; t < attention_chunk; t += 8)
+        sm.s[q][t] = t < n ? gpu::expf_glibc(sm.s[q][t] - mc) : 0.0f;
+      if (part == 0) sm.mc[q] = mc;
+    }
+    // l_c and a_c in list order, V half by half; then the fold.
+    float lc[4], ac[4][4];
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      lc[x] = 0.0f;
+#pragma unroll
+      for (int y = 0; y < 4; ++y) ac[x][y] = 0.0f;
+    }
+    int32_t n[4];
+#pragma unroll
+    for (int x = 0; x < 4; ++x) n[x] = sm.count[vq + 8 * x] - c0;
+    for (int32_t half = 0; half < 2; ++half) {
+      const int32_t j0 = c0 + half * tile_positions;
+      if (j0 >= limit) break; // the same for the whole block
+      __syncthreads(); // the weights are written; the staged rows are consumed
+      stage_rows(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv);
+      __syncthreads();
+      for (int32_t p = 0; p < tile_positions; ++p) {
+        const int32_t t = half * tile_positions + p;
+        float v[4];
+#pragma unroll
+        for (int y = 0; y < 4; ++y) v[y] = ve + 32 * y < hd ? sm.kv[p][ve + 32 * y] : 0.0f;
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          if (t >= n[x]) continue;
+          const float w = sm.s[vq + 8 * x][t];
+          lc[x] += w;
+#pragma unroll
+          for (int y = 0; y < 4; ++y) ac[x][y] += w * v[y];
+        }
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      if (n[x] <= 0) continue;
+      const float w = gpu::expf_glibc(sm.mc[vq + 8 * x] - sm.m[vq + 8 * x]);
+      l[x] += lc[x] * w;
+#pragma unroll
+      for (int y = 0; y < 4; ++y) acc[x][y] += ac[x][y] * w;
+    }
+    __syncthreads(); // sm.s and sm.kv are free for the next chunk
+  }
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {
+    const int32_t q = vq + 8 * x;
+    if (q >= nq) continue;
+#pragma unroll
+    for (int y = 0; y < 4; ++y) {
+      const int32_t e = ve + 32 * y;
+      if (e < hd) a.out[static_cast<int64_t>(row0 + q) * a.ldo + h * hd + e] = acc[x][y] / l[x];
+    }
+  }
+}
+
+} // namespace
+
+void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
+  // At most num_tokens / tile_queries + num_reqs tiles; blocks past the last tile return at once.
+  const int32_t tiles = (a.batch.num_tokens + tile_queries - 1) / tile_queries + a.batch.num_reqs;
+  attention_tile_kernel<<<dim3(tiles, a.num_q_heads), tile_threads, 0, stream>>>(a);
+  ORDO_HIP_LAUNCHED();
+}
+
+} // namespace ordo::hip
