@@ -241,9 +241,9 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
   const std::string tag = std::string(" [") + sh.tag + "]";
   const stream_kind cs = stream_kind::compute;
 
-  // matmul: odd sizes exercise the dot's tail, partial row tiles (16, 4 and 1 rows per block)
-  // and partial output blocks.
-  for (int32_t rows : {37, 6, 1})
+  // matmul: odd sizes exercise the dot's tail, partial row tiles (prefill tiles of 16 rows, decode
+  // tiles of 8, 4 and 1 rows) and partial output blocks.
+  for (int32_t rows : {130, 37, 6, 1})
   for (bool acc : {false, true}) {
     const int32_t in = sh.dim + 3, out = 301, ldx = in + 5, ldy = out + 2;
     auto x = m.of(r.floats(size_t(rows) * ldx));

@@ -3,8 +3,7 @@
 // where one block per (row, head) read them once per row. Each result is still the CPU's
 // (kernels/cpu/attention.cpp), bit for bit:
 // - a score is the dot's 8 lanes in ascending order, summed in dot8's tree, plus the tail, × scale;
-//   one thread takes all 8 lanes of its scores one after another and keeps the tree's pending
-//   sums (three at most), so the additions are the shuffles' additions;
+//   one thread keeps all 8 lane sums of its scores and adds them as the shuffles do;
 // - pass 1 takes each query's max score M (fmax: order-free); pass 2 recomputes the scores chunk
 //   by chunk, takes m_c, the weights e^{s − m_c}, l_c and a_c in list order, and folds
 //   l += l_c·e^{m_c − M}, acc += a_c·e^{m_c − M} in ascending chunk order.
@@ -20,9 +19,11 @@ constexpr int tile_positions = 32; // K or V rows staged at once (half a chunk)
 constexpr int tile_threads = 256;
 static_assert(attention_chunk == 2 * tile_positions, "a chunk is two staged halves");
 
-struct tile_smem {
-  float q[tile_queries][attention_tile_max_head_dim + 1];
-  float kv[tile_positions][attention_tile_max_head_dim + 1];
+// Rows of head_dim + 4 floats: 16-byte reads, and 8 consecutive positions on distinct banks.
+constexpr int tile_row = attention_tile_max_head_dim + 4;
+struct alignas(16) tile_smem {
+  float q[tile_queries][tile_row];
+  float kv[tile_positions][tile_row];
   float s[tile_queries][attention_chunk + 1]; // a chunk's scores, then its weights
   int64_t slot[attention_chunk];              // the staged chunk's slots (-1: past every query)
   int32_t count[tile_queries];                // positions each query attends (0: no query)
@@ -38,9 +39,9 @@ __device__ void stage_slots(const paged_attention_args& a, int32_t req, int32_t 
 
 // Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
 __device__ void stage_rows(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
-                           const int64_t* slot, float (*dst)[attention_tile_max_head_dim + 1]) {
+                           const int64_t* slot, float (*dst)[tile_row]) {
   const int32_t hd = a.head_dim;
-#pragma unroll 4
+#pragma unroll 8
   for (int32_t e = threadIdx.x; e < tile_positions * hd; e += tile_threads) {
     const int32_t p = e / hd, i = e % hd;
     const int64_t sl = slot[p];
@@ -53,45 +54,44 @@ __device__ void stage_rows(const paged_attention_args& a, const void* region, co
   }
 }
 
-// The scores of queries qi and qi + 16 against staged positions pi and pi + 16, in the CPU's order.
+// The scores of queries qi and qi + 16 against staged positions pi and pi + 16, in the CPU's
+// order: all 8 lanes' sums side by side (i ascending within each), then dot8's tree and the tail.
 __device__ void tile_scores(const tile_smem& sm, int32_t hd, int32_t qi, int32_t pi, float scale, float (&out)[2][2]) {
-  float pend[3][2][2]; // the tree's pending sums: (0+1), (0+1)+(2+3) or (4+5), (6+7)
-  const int32_t steps = hd / 8;
+  float s[8][2][2];
 #pragma unroll
-  for (int l = 0; l < 8; ++l) {
-    float s[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    for (int32_t st = 0; st < steps; ++st) {
-      const int32_t i = 8 * st + l;
-      const float q0 = sm.q[qi][i], q1 = sm.q[qi + 16][i];
-      const float k0 = sm.kv[pi][i], k1 = sm.kv[pi + 16][i];
-      s[0][0] += q0 * k0;
-      s[0][1] += q0 * k1;
-      s[1][0] += q1 * k0;
-      s[1][1] += q1 * k1;
-    }
+  for (int l = 0; l < 8; ++l)
 #pragma unroll
     for (int x = 0; x < 2; ++x)
 #pragma unroll
-      for (int y = 0; y < 2; ++y) {
-        switch (l) {
-        case 0: pend[0][x][y] = s[x][y]; break;
-        case 1: pend[0][x][y] += s[x][y]; break;
-        case 2: pend[1][x][y] = s[x][y]; break;
-        case 3: pend[1][x][y] += s[x][y]; pend[0][x][y] += pend[1][x][y]; break;
-        case 4: pend[1][x][y] = s[x][y]; break;
-        case 5: pend[1][x][y] += s[x][y]; break;
-        case 6: pend[2][x][y] = s[x][y]; break;
-        default: pend[2][x][y] += s[x][y]; pend[1][x][y] += pend[2][x][y]; pend[0][x][y] += pend[1][x][y];
-        }
+      for (int y = 0; y < 2; ++y) s[l][x][y] = 0.0f;
+  const int32_t steps = hd / 8;
+#pragma unroll 2
+  for (int32_t st = 0; st < steps; ++st) {
+    float q[2][8], k[2][8];
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 qv = *reinterpret_cast<const float4*>(&sm.q[qi + 16 * x][8 * st + 4 * h]);
+        const float4 kv = *reinterpret_cast<const float4*>(&sm.kv[pi + 16 * x][8 * st + 4 * h]);
+        q[x][4 * h] = qv.x; q[x][4 * h + 1] = qv.y; q[x][4 * h + 2] = qv.z; q[x][4 * h + 3] = qv.w;
+        k[x][4 * h] = kv.x; k[x][4 * h + 1] = kv.y; k[x][4 * h + 2] = kv.z; k[x][4 * h + 3] = kv.w;
       }
+#pragma unroll
+    for (int l = 0; l < 8; ++l)
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int y = 0; y < 2; ++y) s[l][x][y] += q[x][l] * k[y][l];
   }
 #pragma unroll
   for (int x = 0; x < 2; ++x)
 #pragma unroll
     for (int y = 0; y < 2; ++y) {
-      float s = pend[0][x][y];
-      for (int32_t i = hd / 8 * 8; i < hd; ++i) s += sm.q[qi + 16 * x][i] * sm.kv[pi + 16 * y][i];
-      out[x][y] = s * scale;
+      float t = ((s[0][x][y] + s[1][x][y]) + (s[2][x][y] + s[3][x][y])) +
+                ((s[4][x][y] + s[5][x][y]) + (s[6][x][y] + s[7][x][y]));
+      for (int32_t i = hd / 8 * 8; i < hd; ++i) t += sm.q[qi + 16 * x][i] * sm.kv[pi + 16 * y][i];
+      out[x][y] = t * scale;
     }
 }
 
