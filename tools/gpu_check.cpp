@@ -389,55 +389,56 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     va.add(m, out);
     report(std::string("paged_attention ") + to_string(dt) + tag, va);
 
+    // A random arena (with fp8 scales) and queries for `reqs`: the CPU's and the GPU's args.
+    struct attention_case {
+      batch_pair b;
+      mirror::pair<float> q, out;
+      paged_attention_args h, d;
+    };
+    const auto make_case = [&](const std::vector<req_spec>& reqs) {
+      attention_case c{make_batch(m, r, reqs, bs), {}, {}, {}, {}};
+      const size_t cslots = size_t(c.b.num_blocks) * bs;
+      auto ck = m.of(random_kv_bytes(r, dt, cslots * row));
+      auto cv = m.of(random_kv_bytes(r, dt, cslots * row));
+      auto cks = m.of(r.floats(fp8 ? cslots * nkv : 1, 0.001f, 0.02f));
+      auto cvs = m.of(r.floats(fp8 ? cslots * nkv : 1, 0.001f, 0.02f));
+      const int32_t rows = c.b.h.num_tokens;
+      c.q = m.of(r.floats(size_t(rows) * nq * hd, -3, 3));
+      c.out = m.of(std::vector<float>(size_t(rows) * nq * hd));
+      c.h = {c.b.h, c.q.h, nq * hd, ck.h, cv.h, fp8 ? cks.h : nullptr, fp8 ? cvs.h : nullptr, dt, c.out.h, nq * hd,
+             nq, nkv, hd, bs};
+      c.d = {c.b.d, c.q.d, nq * hd, ck.d, cv.d, fp8 ? cks.d : nullptr, fp8 ? cvs.d : nullptr, dt, c.out.d, nq * hd,
+             nq, nkv, hd, bs};
+      return c;
+    };
     {
       // Decode rows with chunk-parallel attention (scratch given): one chunk, exactly two, a
       // partial last one, many; the fold must equal the CPU's in-place fold.
-      batch_pair db = make_batch(m, r, {{1, 0}, {1, 63}, {1, 127}, {1, 200}, {2, 330}}, bs);
-      const size_t dslots = size_t(db.num_blocks) * bs;
-      auto dk = m.of(random_kv_bytes(r, dt, dslots * row));
-      auto dv = m.of(random_kv_bytes(r, dt, dslots * row));
-      auto dks = m.of(r.floats(fp8 ? dslots * nkv : 1, 0.001f, 0.02f));
-      auto dvs = m.of(r.floats(fp8 ? dslots * nkv : 1, 0.001f, 0.02f));
-      const int32_t DT = db.h.num_tokens;
-      auto dq = m.of(r.floats(size_t(DT) * nq * hd, -3, 3));
-      auto dout = m.of(std::vector<float>(size_t(DT) * nq * hd));
-      const int64_t cap = int64_t(DT) * nq * 8 * (hd + 2);
+      attention_case c = make_case({{1, 0}, {1, 63}, {1, 127}, {1, 200}, {2, 330}});
+      const int64_t cap = int64_t(c.b.h.num_tokens) * nq * 8 * (hd + 2);
       auto scratch = m.of(std::vector<float>(size_t(cap)));
       auto counts = m.of(std::vector<uint32_t>(size_t(cap / (hd + 2))));
-      paged_attention_args hh{db.h, dq.h, nq * hd, dk.h, dv.h, fp8 ? dks.h : nullptr, fp8 ? dvs.h : nullptr, dt, dout.h,
-                              nq * hd, nq, nkv, hd, bs};
-      paged_attention_args dd{db.d, dq.d, nq * hd, dk.d, dv.d, fp8 ? dks.d : nullptr, fp8 ? dvs.d : nullptr, dt, dout.d,
-                              nq * hd, nq, nkv, hd, bs, scratch.d, cap, counts.d};
-      run([&] { cpu::paged_attention(hh); }, [&] { kt.paged_attention(cs, dd); });
+      c.d.partials = scratch.d;
+      c.d.partials_floats = cap;
+      c.d.partial_counts = counts.d;
+      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
       verdict vd;
-      vd.add(m, dout);
+      vd.add(m, c.out);
       // Again into a cleared output: the fold's counters must have been set back to zero.
-      const std::vector<float> zeros(dout.n, 0.0f);
-      gpu.copy_async(cs, dout.d, zeros.data(), zeros.size() * sizeof(float));
-      kt.paged_attention(cs, dd);
+      const std::vector<float> zeros(c.out.n, 0.0f);
+      gpu.copy_async(cs, c.out.d, zeros.data(), zeros.size() * sizeof(float));
+      kt.paged_attention(cs, c.d);
       gpu.synchronize();
-      vd.add(m, dout);
+      vd.add(m, c.out);
       report(std::string("paged_attention split ") + to_string(dt) + tag, vd);
     }
     {
       // Prefill-sized rows in tiles of 32 of one request: a prompt over three tiles, a decode
       // row, a chunk starting mid-chunk at 150, one ending a tile early at 31.
-      batch_pair pb = make_batch(m, r, {{70, 0}, {1, 300}, {45, 150}, {33, 31}}, bs);
-      const size_t pslots = size_t(pb.num_blocks) * bs;
-      auto pk = m.of(random_kv_bytes(r, dt, pslots * row));
-      auto pv = m.of(random_kv_bytes(r, dt, pslots * row));
-      auto pks = m.of(r.floats(fp8 ? pslots * nkv : 1, 0.001f, 0.02f));
-      auto pvs = m.of(r.floats(fp8 ? pslots * nkv : 1, 0.001f, 0.02f));
-      const int32_t PT = pb.h.num_tokens;
-      auto pq = m.of(r.floats(size_t(PT) * nq * hd, -3, 3));
-      auto pout = m.of(std::vector<float>(size_t(PT) * nq * hd));
-      paged_attention_args hh{pb.h, pq.h, nq * hd, pk.h, pv.h, fp8 ? pks.h : nullptr, fp8 ? pvs.h : nullptr, dt, pout.h,
-                              nq * hd, nq, nkv, hd, bs};
-      paged_attention_args dd{pb.d, pq.d, nq * hd, pk.d, pv.d, fp8 ? pks.d : nullptr, fp8 ? pvs.d : nullptr, dt, pout.d,
-                              nq * hd, nq, nkv, hd, bs};
-      run([&] { cpu::paged_attention(hh); }, [&] { kt.paged_attention(cs, dd); });
+      attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
+      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
       verdict vt;
-      vt.add(m, pout);
+      vt.add(m, c.out);
       report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
     }
 
