@@ -34,7 +34,8 @@ struct alignas(16) tile_smem {
 // The slots of positions [j0, j0 + n) of `req` (those below `limit`), by the first n threads.
 __device__ void stage_slots(const paged_attention_args& a, int32_t req, int32_t j0, int32_t n, int32_t limit,
                             int64_t* slot) {
-  if (threadIdx.x < n) slot[threadIdx.x] = j0 + threadIdx.x < limit ? slot_of(a.batch, req, j0 + threadIdx.x, a.block_size) : -1;
+  const int32_t t = threadIdx.x;
+  if (t < n) slot[t] = j0 + t < limit ? slot_of(a.batch, req, j0 + t, a.block_size) : -1;
 }
 
 // Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
