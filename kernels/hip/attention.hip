@@ -55,13 +55,45 @@ __global__ void kv_store_kernel(kv_store_args a) {
   store_kv_head(a, blockIdx.x, blockIdx.y, red);
 }
 
+// fp32 / bf16: the row's K and V elements to their slots, each element on its own (a thread's
+// loads issued before its stores; no head-wide step as fp8's scale needs).
+__device__ void store_kv_row(const kv_store_args& k, const kv_store_args& v, int32_t r) {
+  const int64_t k_slot = k.slot_mapping[r], v_slot = v.slot_mapping[r];
+  const int32_t nk = k_slot < 0 ? 0 : k.heads * k.head_dim, n = nk + (v_slot < 0 ? 0 : v.heads * v.head_dim);
+  constexpr int per_thread = 4;
+  for (int32_t i0 = threadIdx.x; i0 < n; i0 += per_thread * blockDim.x) {
+    float x[per_thread];
+#pragma unroll
+    for (int u = 0; u < per_thread; ++u) {
+      const int32_t i = i0 + u * blockDim.x;
+      x[u] = i >= n ? 0.0f : i < nk ? k.src[r * k.ld + i] : v.src[r * v.ld + (i - nk)];
+    }
+#pragma unroll
+    for (int u = 0; u < per_thread; ++u) {
+      const int32_t i = i0 + u * blockDim.x;
+      if (i >= n) break;
+      const kv_store_args& a = i < nk ? k : v;
+      const size_t at = static_cast<size_t>(i < nk ? k_slot : v_slot) * a.heads * a.head_dim + (i < nk ? i : i - nk);
+      if (a.dtype == elem_dtype::fp32) static_cast<float*>(a.region)[at] = x[u];
+      else static_cast<uint16_t*>(a.region)[at] = gpu::float_to_bf16(x[u]);
+    }
+  }
+}
+
 // One block per row: the row's rope, then its K and V heads (rope, kv_store k, kv_store v in
 // order, as one launch; the barrier makes the rotated K visible to the stores).
-__global__ void rope_kv_store_kernel(rope_kv_store_args a) {
-  __shared__ float red[128];
+constexpr int rope_kv_threads = 512;
+
+__global__ void __launch_bounds__(rope_kv_threads) rope_kv_store_kernel(rope_kv_store_args a) {
+  __shared__ float red[rope_kv_threads];
   const int32_t r = blockIdx.x;
   rope_row(a.rope, r);
   __syncthreads();
+  const auto plain = [](elem_dtype d) { return d == elem_dtype::fp32 || d == elem_dtype::bf16; };
+  if (plain(a.k.dtype) && plain(a.v.dtype)) {
+    store_kv_row(a.k, a.v, r);
+    return;
+  }
   for (int32_t h = 0; h < a.k.heads; ++h) store_kv_head(a.k, r, h, red);
   for (int32_t h = 0; h < a.v.heads; ++h) store_kv_head(a.v, r, h, red);
 }
@@ -74,6 +106,7 @@ __global__ void rope_kv_store_kernel(rope_kv_store_args a) {
 constexpr int chunk_threads = 128;
 constexpr int chunk_scores_per_group = attention_chunk / (chunk_threads / 8);
 
+template <elem_dtype dt>
 __global__ void __launch_bounds__(chunk_threads) attention_chunk_kernel(paged_attention_args a, int32_t chunks_cap) {
   __shared__ float q_s[256];
   __shared__ float w_e[attention_chunk];
@@ -98,7 +131,7 @@ __global__ void __launch_bounds__(chunk_threads) attention_chunk_kernel(paged_at
     valid[k] = t < n;
     slot[k] = valid[k] ? slot_s[t] : 0;
   }
-  group_scores(a, q_s, slot, valid, kvh, lane, scale, score);
+  group_scores<chunk_scores_per_group, dt>(a, q_s, slot, valid, kvh, lane, scale, score);
 #pragma unroll
   for (int k = 0; k < chunk_scores_per_group; ++k)
     if (valid[k] && lane == 0) w_e[grp + k * (chunk_threads / 8)] = score[k];
@@ -112,7 +145,7 @@ __global__ void __launch_bounds__(chunk_threads) attention_chunk_kernel(paged_at
   float* rec = a.partials + ((static_cast<int64_t>(row) * a.num_q_heads + h) * chunks_cap + c) * (hd + 2);
   for (int32_t e = tid; e < hd; e += chunk_threads) {
     float l_c, a_c;
-    sum_chunk<32>(a, w_e, slot_s, n, kvh, e, l_c, a_c);
+    sum_chunk<32, dt>(a, w_e, slot_s, n, kvh, e, l_c, a_c);
     rec[e] = a_c;
     if (e == 0) {
       rec[hd] = m_c;
@@ -166,7 +199,7 @@ void rope_kv_store(const rope_kv_store_args& a, hipStream_t stream) {
   if (a.rope.rows <= 0) return;
   if (a.k.rows != a.rope.rows || a.v.rows != a.rope.rows)
     throw std::invalid_argument("hip rope_kv_store: rope, k and v must cover the same rows");
-  rope_kv_store_kernel<<<a.rope.rows, 128, 0, stream>>>(a);
+  rope_kv_store_kernel<<<a.rope.rows, rope_kv_threads, 0, stream>>>(a);
   ORDO_HIP_LAUNCHED();
 }
 
@@ -181,7 +214,10 @@ void paged_attention(const paged_attention_args& a, hipStream_t stream) {
   if (a.partials && a.partial_counts && a.batch.max_position >= 0 && a.batch.num_tokens <= attention_split_rows &&
       needed <= a.partials_floats) {
     const int32_t cap = static_cast<int32_t>(chunks);
-    attention_chunk_kernel<<<dim3(a.batch.num_tokens, a.num_q_heads, cap), chunk_threads, 0, stream>>>(a, cap);
+    with_kv_dtype(a.dtype, [&](auto dt) {
+      attention_chunk_kernel<decltype(dt)::value>
+          <<<dim3(a.batch.num_tokens, a.num_q_heads, cap), chunk_threads, 0, stream>>>(a, cap);
+    });
     ORDO_HIP_LAUNCHED();
     return;
   }
@@ -191,7 +227,10 @@ void paged_attention(const paged_attention_args& a, hipStream_t stream) {
   }
   sparse_attention_args sa;
   sa.attn = a;
-  attention_kernel<false><<<dim3(a.batch.num_tokens, a.num_q_heads), threads, attention_smem_bytes(threads), stream>>>(sa);
+  with_kv_dtype(a.dtype, [&](auto dt) {
+    attention_kernel<false, decltype(dt)::value>
+        <<<dim3(a.batch.num_tokens, a.num_q_heads), threads, attention_smem_bytes(threads), stream>>>(sa);
+  });
   ORDO_HIP_LAUNCHED();
 }
 

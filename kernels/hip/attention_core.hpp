@@ -10,6 +10,10 @@
 // runs tiles of rows (attention_tiles).
 #pragma once
 
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
 #include "kernels/hip/device_math.hpp"
 #include "kernels/hip/paging.hpp"
 #include "kernels/kernel_args.hpp"
@@ -21,52 +25,76 @@ inline constexpr int attention_score_cache = 2048; // scores kept between the pa
 inline constexpr int attention_split_rows = 64;      // at most this many rows run chunk-parallel
 inline constexpr int attention_tile_max_head_dim = 128; // attention_tiles' shared rows
 
-__device__ inline float load_kv(const void* region, elem_dtype dt, size_t index, float scale) {
-  switch (dt) {
-  case elem_dtype::fp32: return static_cast<const float*>(region)[index];
-  case elem_dtype::bf16: return gpu::bf16_to_float(static_cast<const uint16_t*>(region)[index]);
-  case elem_dtype::fp8_e4m3: return gpu::fp8_e4m3_to_float(static_cast<const uint8_t*>(region)[index]) * scale;
-  default: kernel_fail("load_kv: unsupported dtype", static_cast<int>(dt));
+// One KV element as float; the dtype is a template argument, so a kernel's inner loops hold one
+// conversion (a runtime switch there was if-converted: every load ran all three paths).
+template <elem_dtype dt>
+__device__ inline float load_kv(const void* region, size_t index, float scale) {
+  if constexpr (dt == elem_dtype::fp32) {
+    return static_cast<const float*>(region)[index];
+  } else if constexpr (dt == elem_dtype::bf16) {
+    return gpu::bf16_to_float(static_cast<const uint16_t*>(region)[index]);
+  } else {
+    static_assert(dt == elem_dtype::fp8_e4m3, "load_kv: fp32, bf16 or fp8_e4m3");
+    return gpu::fp8_e4m3_to_float(static_cast<const uint8_t*>(region)[index]) * scale;
   }
-  return 0.0f;
+}
+
+// The per-(token, head) scale of an fp8 entry; other dtypes have none.
+template <elem_dtype dt>
+__device__ inline float kv_scale(const float* scales, int64_t slot, int32_t heads, int32_t head) {
+  if constexpr (dt == elem_dtype::fp8_e4m3) return scales ? scales[slot * heads + head] : 1.0f;
+  return 1.0f;
+}
+
+// Runs f(std::integral_constant<elem_dtype, dt>{}) for the KV dtype dt, so a launch site picks the
+// kernel instance once.
+template <class F>
+void with_kv_dtype(elem_dtype dt, F&& f) {
+  switch (dt) {
+  case elem_dtype::fp32: f(std::integral_constant<elem_dtype, elem_dtype::fp32>{}); return;
+  case elem_dtype::bf16: f(std::integral_constant<elem_dtype, elem_dtype::bf16>{}); return;
+  case elem_dtype::fp8_e4m3: f(std::integral_constant<elem_dtype, elem_dtype::fp8_e4m3>{}); return;
+  default: throw std::invalid_argument(std::string("hip attention: unsupported KV dtype ") + to_string(dt));
+  }
 }
 
 // Score of list entry `pos` against the query in q_s, by the 8 lanes of this thread's group (all
 // of them must call it, with the same entry: the shuffles span the warp). dot8's lanes, tree and
 // tail, then × scale.
+template <elem_dtype dt>
 __device__ inline float group_score(const paged_attention_args& a, const float* q_s, int64_t slot, bool valid,
                                     int32_t kvh, int32_t lane, float scale) {
   const int32_t hd = a.head_dim;
   float s = 0.0f;
-  const float ks = valid && a.k_scale ? a.k_scale[slot * a.num_kv_heads + kvh] : 1.0f;
+  const float ks = valid ? kv_scale<dt>(a.k_scale, slot, a.num_kv_heads, kvh) : 1.0f;
   const size_t base = static_cast<size_t>(valid ? slot : 0) * a.num_kv_heads * hd + kvh * hd;
   int32_t i = 0;
   if (valid) {
     for (; i + 128 <= hd; i += 128) { // sixteen loads ahead of their adds
       float kv[16];
 #pragma unroll
-      for (int u = 0; u < 16; ++u) kv[u] = load_kv(a.k, a.dtype, base + i + 8 * u + lane, ks);
+      for (int u = 0; u < 16; ++u) kv[u] = load_kv<dt>(a.k, base + i + 8 * u + lane, ks);
 #pragma unroll
       for (int u = 0; u < 16; ++u) s += q_s[i + 8 * u + lane] * kv[u];
     }
     for (; i + 64 <= hd; i += 64) {
       float kv[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) kv[u] = load_kv(a.k, a.dtype, base + i + 8 * u + lane, ks);
+      for (int u = 0; u < 8; ++u) kv[u] = load_kv<dt>(a.k, base + i + 8 * u + lane, ks);
 #pragma unroll
       for (int u = 0; u < 8; ++u) s += q_s[i + 8 * u + lane] * kv[u];
     }
-    for (; i + 8 <= hd; i += 8) s += q_s[i + lane] * load_kv(a.k, a.dtype, base + i + lane, ks);
+    for (; i + 8 <= hd; i += 8) s += q_s[i + lane] * load_kv<dt>(a.k, base + i + lane, ks);
   }
   s = gpu::lane_tree8(s);
   if (valid)
-    for (i = hd / 8 * 8; i < hd; ++i) s += q_s[i] * load_kv(a.k, a.dtype, base + i, ks);
+    for (i = hd / 8 * 8; i < hd; ++i) s += q_s[i] * load_kv<dt>(a.k, base + i, ks);
   return s * scale;
 }
 
 // N entries' scores by one group at once, all their loads in flight together; each score is
 // group_score's (same lanes, tree, tail and scale). Invalid entries give an unused value.
-template <int N>
+template <int N, elem_dtype dt>
 __device__ inline void group_scores(const paged_attention_args& a, const float* q_s, const int64_t (&slot)[N],
                                     const bool (&valid)[N], int32_t kvh, int32_t lane, float scale, float (&out)[N]) {
   const int32_t hd = a.head_dim;
@@ -75,7 +103,7 @@ __device__ inline void group_scores(const paged_attention_args& a, const float* 
 #pragma unroll
   for (int n = 0; n < N; ++n) {
     s[n] = 0.0f;
-    ks[n] = valid[n] && a.k_scale ? a.k_scale[slot[n] * a.num_kv_heads + kvh] : 1.0f;
+    ks[n] = valid[n] ? kv_scale<dt>(a.k_scale, slot[n], a.num_kv_heads, kvh) : 1.0f;
     base[n] = static_cast<size_t>(valid[n] ? slot[n] : 0) * a.num_kv_heads * hd + kvh * hd;
   }
   int32_t i = 0;
@@ -84,7 +112,7 @@ __device__ inline void group_scores(const paged_attention_args& a, const float* 
 #pragma unroll
     for (int n = 0; n < N; ++n)
 #pragma unroll
-      for (int u = 0; u < 8; ++u) kv[n][u] = valid[n] ? load_kv(a.k, a.dtype, base[n] + i + 8 * u + lane, ks[n]) : 0.0f;
+      for (int u = 0; u < 8; ++u) kv[n][u] = valid[n] ? load_kv<dt>(a.k, base[n] + i + 8 * u + lane, ks[n]) : 0.0f;
 #pragma unroll
     for (int n = 0; n < N; ++n)
 #pragma unroll
@@ -94,26 +122,25 @@ __device__ inline void group_scores(const paged_attention_args& a, const float* 
   for (; i + 8 <= hd; i += 8)
 #pragma unroll
     for (int n = 0; n < N; ++n)
-      if (valid[n]) s[n] += q_s[i + lane] * load_kv(a.k, a.dtype, base[n] + i + lane, ks[n]);
+      if (valid[n]) s[n] += q_s[i + lane] * load_kv<dt>(a.k, base[n] + i + lane, ks[n]);
 #pragma unroll
   for (int n = 0; n < N; ++n) {
     s[n] = gpu::lane_tree8(s[n]);
     if (valid[n])
-      for (int32_t t = hd / 8 * 8; t < hd; ++t) s[n] += q_s[t] * load_kv(a.k, a.dtype, base[n] + t, ks[n]);
+      for (int32_t t = hd / 8 * 8; t < hd; ++t) s[n] += q_s[t] * load_kv<dt>(a.k, base[n] + t, ks[n]);
     out[n] = s[n] * scale;
   }
 }
 
 // One chunk's sums for output element `e` (< head_dim) over n entries with weights w_e[t] and
 // slots slot_s[t]: l_c = Σ w, a_c = Σ w·v in order; `ahead` entries' values loaded before their adds.
-template <int ahead>
+template <int ahead, elem_dtype dt>
 __device__ inline void sum_chunk(const paged_attention_args& a, const float* w_e, const int64_t* slot_s, int32_t n,
                                  int32_t kvh, int32_t e, float& l_c, float& a_c) {
   const int32_t row_elems = a.num_kv_heads * a.head_dim, off = kvh * a.head_dim + e;
   const auto value = [&](int32_t t) {
     const int64_t slot = slot_s[t];
-    const float vs = a.v_scale ? a.v_scale[slot * a.num_kv_heads + kvh] : 1.0f;
-    return load_kv(a.v, a.dtype, static_cast<size_t>(slot) * row_elems + off, vs);
+    return load_kv<dt>(a.v, static_cast<size_t>(slot) * row_elems + off, kv_scale<dt>(a.v_scale, slot, a.num_kv_heads, kvh));
   };
   float l = 0.0f, acc = 0.0f;
   int32_t t = 0;
@@ -156,7 +183,7 @@ __device__ inline void chunk_max(float* red) {
 }
 
 // Dynamic shared memory: blockDim.x floats (tile weights) then blockDim.x int64 (tile slots).
-template <bool sparse>
+template <bool sparse, elem_dtype dt>
 __global__ void attention_kernel(sparse_attention_args sa) {
   const paged_attention_args& a = sa.attn;
   extern __shared__ unsigned char attention_smem[];
@@ -231,7 +258,7 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   const int32_t lane = tid & 7, grp = tid >> 3, groups = bd >> 3;
   const auto score_of = [&](int32_t j, bool valid) {
     const int64_t slot = valid ? slot_of(a.batch, req, position_at(j), a.block_size) : 0;
-    return group_score(a, q_s, slot, valid, kvh, lane, scale);
+    return group_score<dt>(a, q_s, slot, valid, kvh, lane, scale);
   };
   const bool cached = count <= attention_score_cache;
 
@@ -282,7 +309,7 @@ __global__ void attention_kernel(sparse_attention_args sa) {
     if (tid < hd)
       for (int32_t c0 = 0; c0 < n; c0 += attention_chunk) {
         float l_c, a_c;
-        sum_chunk<16>(a, tile_e + c0, tile_slot + c0, n - c0 < attention_chunk ? n - c0 : attention_chunk, kvh, tid, l_c,
+        sum_chunk<16, dt>(a, tile_e + c0, tile_slot + c0, n - c0 < attention_chunk ? n - c0 : attention_chunk, kvh, tid, l_c,
                   a_c);
         const float w = gpu::expf_glibc(red_s[c0] - m);
         l += l_c * w;

@@ -39,6 +39,7 @@ __device__ void stage_slots(const paged_attention_args& a, int32_t req, int32_t 
 }
 
 // Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
+template <elem_dtype dt>
 __device__ void stage_rows(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
                            const int64_t* slot, float (*dst)[tile_row]) {
   const int32_t hd = a.head_dim;
@@ -47,10 +48,9 @@ __device__ void stage_rows(const paged_attention_args& a, const void* region, co
     const int32_t p = e / hd, i = e % hd;
     const int64_t sl = slot[p];
     float v = 0.0f;
-    if (sl >= 0) {
-      const float sc = scales ? scales[sl * a.num_kv_heads + kvh] : 1.0f;
-      v = load_kv(region, a.dtype, static_cast<size_t>(sl) * a.num_kv_heads * hd + kvh * hd + i, sc);
-    }
+    if (sl >= 0)
+      v = load_kv<dt>(region, static_cast<size_t>(sl) * a.num_kv_heads * hd + kvh * hd + i,
+                      kv_scale<dt>(scales, sl, a.num_kv_heads, kvh));
     dst[p][i] = v;
   }
 }
@@ -96,6 +96,7 @@ __device__ void tile_scores(const tile_smem& sm, int32_t hd, int32_t qi, int32_t
     }
 }
 
+template <elem_dtype dt>
 __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_attention_args a) {
   __shared__ tile_smem sm;
   __shared__ int32_t tile_req, tile_row0, tile_rows;
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
     for (int32_t j0 = 0; j0 < limit; j0 += tile_positions) {
       stage_slots(a, req, j0, tile_positions, limit, sm.slot);
       __syncthreads();
-      stage_rows(a, a.k, a.k_scale, kvh, sm.slot, sm.kv);
+      stage_rows<dt>(a, a.k, a.k_scale, kvh, sm.slot, sm.kv);
       __syncthreads();
       float s[2][2];
       tile_scores(sm, hd, qi, pi, scale, s);
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
     for (int32_t half = 0; half < 2; ++half) {
       const int32_t j0 = c0 + half * tile_positions;
       if (j0 < limit) {
-        stage_rows(a, a.k, a.k_scale, kvh, sm.slot + half * tile_positions, sm.kv);
+        stage_rows<dt>(a, a.k, a.k_scale, kvh, sm.slot + half * tile_positions, sm.kv);
         __syncthreads();
         float s[2][2];
         tile_scores(sm, hd, qi, pi, scale, s);
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
       const int32_t j0 = c0 + half * tile_positions;
       if (j0 >= limit) break; // the same for the whole block
       __syncthreads(); // the weights are written; the staged rows are consumed
-      stage_rows(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv);
+      stage_rows<dt>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv);
       __syncthreads();
       for (int32_t p = 0; p < tile_positions; ++p) {
         const int32_t t = half * tile_positions + p;
@@ -261,7 +262,9 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
 void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
   // At most num_tokens / tile_queries + num_reqs tiles; blocks past the last tile return at once.
   const int32_t tiles = (a.batch.num_tokens + tile_queries - 1) / tile_queries + a.batch.num_reqs;
-  attention_tile_kernel<<<dim3(tiles, a.num_q_heads), tile_threads, 0, stream>>>(a);
+  with_kv_dtype(a.dtype, [&](auto dt) {
+    attention_tile_kernel<decltype(dt)::value><<<dim3(tiles, a.num_q_heads), tile_threads, 0, stream>>>(a);
+  });
   ORDO_HIP_LAUNCHED();
 }
 

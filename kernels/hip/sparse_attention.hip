@@ -45,8 +45,10 @@ void sparse_attention(const sparse_attention_args& a, hipStream_t stream) {
   if (a.top_k > attention_max_top_k || a.group <= 0)
     throw std::invalid_argument("hip sparse attention: top_k must be <= " + std::to_string(attention_max_top_k));
   const int threads = attention_threads(a.attn.head_dim);
-  attention_kernel<true><<<dim3(a.attn.batch.num_tokens, a.attn.num_q_heads), threads, attention_smem_bytes(threads),
-                           stream>>>(a);
+  with_kv_dtype(a.attn.dtype, [&](auto dt) {
+    attention_kernel<true, decltype(dt)::value>
+        <<<dim3(a.attn.batch.num_tokens, a.attn.num_q_heads), threads, attention_smem_bytes(threads), stream>>>(a);
+  });
   ORDO_HIP_LAUNCHED();
 }
 
