@@ -255,8 +255,9 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     v.add(m, y);
     report(std::string("matmul") + (acc ? " accumulate" : "") + " rows " + std::to_string(rows) + tag, v);
   }
-  {
-    const int32_t rows = 33, dim = sh.dim + 5;
+  // A row of the model's width (b1: the register path's largest) and an odd one (b1: past it).
+  for (const std::pair<int32_t, int32_t>& rd : {std::pair<int32_t, int32_t>{1, sh.dim}, {33, sh.dim + 5}}) {
+    const int32_t rows = rd.first, dim = rd.second;
     auto x = m.of(r.floats(size_t(rows) * dim, -3, 3));
     auto w = m.of(r.floats(dim));
     auto y = m.of(std::vector<float>(size_t(rows) * dim));
@@ -264,7 +265,7 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
         [&] { kt.rmsnorm(cs, {x.d, dim, w.d, y.d, dim, rows, dim, 1e-6f}); });
     verdict v;
     v.add(m, y);
-    report("rmsnorm" + tag, v);
+    report("rmsnorm rows " + std::to_string(rows) + " dim " + std::to_string(dim) + tag, v);
   }
   {
     const int32_t rows = 50, dim = sh.dim, table_rows = 300;
