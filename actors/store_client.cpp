@@ -669,15 +669,19 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
         fwd.releases = step.releases; // session's grants: they pass through as they are
         std::vector<staged_object> writes;
         std::vector<uint64_t> give_back;
-        for (const auto& k : step.commits) {
+        for (size_t i = 0; i < step.commits.size(); ++i) {
+          const auto& k = step.commits[i];
           auto f = finish(self, k, true);
           if (f.staged) {
             give_back.push_back(*f.staged);
             if (f.forward)
               writes.push_back({k, *f.staged, f.bytes});
           }
-          if (f.forward)
+          if (f.forward) {
             fwd.commits.push_back(k);
+            if (i < step.commit_checksums.size()) // the gather's checksum travels with its commit
+              fwd.commit_checksums.push_back(step.commit_checksums[i]);
+          }
         }
         for (const auto* keys : {&step.aborts, &step.unpins})
           for (const auto& k : *keys) {

@@ -387,6 +387,14 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
         st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
         return st.io.refuse(self, "store_step_done", why);
       }
+      if (!step.commit_checksums.empty() && step.commit_checksums.size() != step.commits.size()) {
+        const std::string why = "store_step has " + std::to_string(step.commit_checksums.size()) +
+                                " commit checksums for " + std::to_string(step.commits.size()) +
+                                " commits: send one per commit, or none";
+        spdlog::error("store: engine {}: {}", s.engine_id, why);
+        st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
+        return st.io.refuse(self, "store_step_done", why);
+      }
       // A session releases only what it holds: an unpin of a pin it does not hold or an abort of
       // a reservation it did not make would take another node's.
       store_step own = step;

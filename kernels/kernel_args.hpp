@@ -228,6 +228,11 @@ struct unit_copy_args {
   uint64_t max_block_bytes = 0;          // max of block_bytes (sizes the launch grid)
   unit_copy_direction direction = unit_copy_direction::gather;
   bool segment_major = false;            // host layout: see above
+  // Optional (device memory): the kernel adds to *checksum (mod 2^64) the word terms
+  // (kernels/object_checksum.hpp) of the whole host buffer as the copy leaves it, at word index
+  // byte offset / 8: the bytes it moves, and a skipped entry's host bytes as they are. Every field's
+  // block_bytes must then be a multiple of 8.
+  uint64_t* checksum = nullptr;
 };
 
 } // namespace ordo

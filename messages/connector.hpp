@@ -69,9 +69,11 @@ struct transfer_result {
   object_key key;
   bool is_save = false;
   bool ok = false;
+  bool summed = false;   // a save whose object checksum the gather computed: the commit uses it
+  uint64_t checksum = 0;
 };
 
-ORDO_FIELDS(transfer_result, request_id, key, is_save, ok)
+ORDO_FIELDS(transfer_result, request_id, key, is_save, ok, summed, checksum)
 
 // P/D prefill (docs/pd.md): hold what a lookup of this prompt finds for the decode node, under a
 // lease named by the request id (the transfer id its answer carries).

@@ -156,6 +156,7 @@ struct StepDone {
   header @0 :CommandHeader;
   samples @1 :List(SampledToken);
   deviceMs @2 :Float64;
+  saveChecksums @3 :List(UInt64);  # per plan save, in plan order; empty: the host hashes
 }
 
 # --- messages/pool.hpp ------------------------------------------------------------------------
@@ -265,6 +266,8 @@ struct TransferResult {
   key @1 :ObjectKey;
   isSave @2 :Bool;
   ok @3 :Bool;
+  summed @4 :Bool;     # a save whose checksum the gather computed
+  checksum @5 :UInt64;
 }
 
 struct ConnectorStep {
@@ -367,6 +370,7 @@ struct StoreStep {
   evictAll @6 :Bool;
   leases @7 :List(StoreLease);  # P/D: hold objects for a decode node
   releases @8 :List(Text);      # P/D: transfer ids whose leases end
+  commitChecksums @9 :List(UInt64);  # empty, or one per commit (computed by the gather)
 }
 
 struct StoreLease {

@@ -86,8 +86,11 @@ struct step_done {
   command_header header;
   std::vector<sampled_token> samples;
   double device_ms = 0.0; // from enqueue to the completion callback
+  // One object checksum per plan.saves entry, in plan order, summed by the gathers from the bytes
+  // they wrote (runtime/checksum.hpp); empty when the runner does not sum (the store hashes).
+  std::vector<uint64_t> save_checksums;
 };
 
-ORDO_FIELDS(step_done, header, samples, device_ms)
+ORDO_FIELDS(step_done, header, samples, device_ms, save_checksums)
 
 } // namespace ordo

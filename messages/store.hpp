@@ -117,9 +117,13 @@ struct store_step {
   bool evict_all = false;
   std::vector<store_lease> leases;
   std::vector<std::string> releases; // transfer ids
+  // Empty, or one per commit: the object checksum the gather computed from the bytes it wrote,
+  // which the commit records instead of hashing the data again.
+  std::vector<uint64_t> commit_checksums;
 };
 
-ORDO_FIELDS(store_step, header, commits, aborts, unpins, pins, reserves, evict_all, leases, releases)
+ORDO_FIELDS(store_step, header, commits, aborts, unpins, pins, reserves, evict_all, leases, releases,
+            commit_checksums)
 
 struct store_step_done {
   command_header header;

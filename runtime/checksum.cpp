@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include <xxhash.h>
+#include "kernels/object_checksum.hpp"
 
 namespace ordo {
 
@@ -104,24 +104,24 @@ hash_pool& pool() {
 
 uint64_t object_checksum(const uint8_t* data, size_t bytes, unsigned max_threads) {
   const size_t pieces = std::max<size_t>(1, (bytes + checksum_piece_bytes - 1) / checksum_piece_bytes);
-  std::vector<uint64_t> hashes(pieces);
-  std::function<void(size_t)> hash_piece = [&](size_t i) {
-    size_t begin = i * checksum_piece_bytes;
-    hashes[i] = XXH64(data + begin, std::min(checksum_piece_bytes, bytes - std::min(bytes, begin)), i);
+  std::vector<uint64_t> sums(pieces);
+  std::function<void(size_t)> sum_piece = [&](size_t i) {
+    const size_t begin = i * checksum_piece_bytes;
+    sums[i] = checksum_terms(data + begin, std::min(checksum_piece_bytes, bytes - std::min(bytes, begin)),
+                             begin / 8);
   };
   unsigned threads = max_threads ? max_threads : pool().size();
   threads = static_cast<unsigned>(std::min<size_t>(threads, pieces / 2)); // a thread per 2+ pieces
   if (threads <= 1) {
     for (size_t i = 0; i < pieces; ++i)
-      hash_piece(i);
+      sum_piece(i);
   } else {
-    pool().run(pieces, threads - 1, hash_piece);
+    pool().run(pieces, threads - 1, sum_piece);
   }
-  std::vector<uint8_t> le(8 * pieces);
-  for (size_t i = 0; i < pieces; ++i)
-    for (int b = 0; b < 8; ++b)
-      le[8 * i + static_cast<size_t>(b)] = static_cast<uint8_t>(hashes[i] >> (8 * b));
-  return XXH64(le.data(), le.size(), bytes);
+  uint64_t sum = 0;
+  for (uint64_t s : sums)
+    sum += s;
+  return checksum_finish(sum, bytes);
 }
 
 } // namespace ordo

@@ -1,8 +1,8 @@
-// The host tier's object checksum (SPEC C6): an xxh64 tree, so large objects are hashed by
-// several threads. The data is cut into pieces of `checksum_piece_bytes` (256 KiB; the last may be
-// shorter); piece i hashes to xxh64(piece, seed i), and the checksum is xxh64 of the piece hashes
-// (8 bytes little endian each, in order) with the data's length as seed. The value does not
-// depend on how many threads computed it.
+// The host tier's object checksum (SPEC C6): a sum of per-word terms (kernels/object_checksum.hpp),
+// so whoever moves the bytes can add them up in any order: the GPU's gather and scatter compute it
+// from the bytes they copy, and the host computes the same value here. Large objects are summed by
+// several threads, in pieces of `checksum_piece_bytes` (256 KiB); the value does not depend on how
+// many threads computed it.
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -118,13 +119,13 @@ reserve_status host_store::reserve(const object_key& key, const object_header& h
   return reserve_status::ok;
 }
 
-bool host_store::commit(const object_key& key) {
+bool host_store::commit(const object_key& key, std::optional<uint64_t> summed) {
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second.committed)
     return false;
   object& o = it->second;
   o.header.magic = object_magic;
-  o.header.checksum = object_checksum(arena_ + o.data_offset, o.header.data_bytes);
+  o.header.checksum = summed ? *summed : object_checksum(arena_ + o.data_offset, o.header.data_bytes);
   std::memcpy(arena_ + o.offset, &o.header, sizeof(object_header));
   o.committed = true;
   o.on_lru = true;
@@ -439,9 +440,15 @@ store_step_applied apply(host_store* store, const store_step& step, std::optiona
   store_step_applied out;
   out.done.header = step.header;
   if (store) {
-    for (const auto& k : step.commits)
-      if (!store->commit(k))
-        out.commits_unreserved.push_back(k);
+    if (!step.commit_checksums.empty() && step.commit_checksums.size() != step.commits.size())
+      throw std::invalid_argument("store_step has " + std::to_string(step.commit_checksums.size()) +
+                                  " commit checksums for " + std::to_string(step.commits.size()) + " commits");
+    for (size_t i = 0; i < step.commits.size(); ++i) {
+      const std::optional<uint64_t> summed =
+          step.commit_checksums.empty() ? std::nullopt : std::optional<uint64_t>(step.commit_checksums[i]);
+      if (!store->commit(step.commits[i], summed))
+        out.commits_unreserved.push_back(step.commits[i]);
+    }
     for (const auto& k : step.aborts)
       store->abort(k);
     for (const auto& k : step.unpins)

@@ -25,9 +25,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <list>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -87,9 +87,10 @@ public:
   // Evicts LRU-first when needed. On ok, `data_offset` is the data's offset in the arena.
   reserve_status reserve(const object_key& key, const object_header& header, size_t data_bytes,
                          size_t& data_offset);
-  // Makes a reservation visible: computes the checksum of its data and writes its header.
-  // False if `key` has no reservation.
-  bool commit(const object_key& key);
+  // Makes a reservation visible: records the checksum of its data and writes its header. The
+  // checksum is `summed` when the writer computed it from the bytes it wrote (a GPU gather does),
+  // else the store hashes the data. False if `key` has no reservation.
+  bool commit(const object_key& key, std::optional<uint64_t> summed = std::nullopt);
   // Drops a reservation (its write failed or was never made). False if there is none.
   bool abort(const object_key& key);
 

@@ -90,12 +90,18 @@ store_step offload_policy::to_store(const connector_step& step) const {
   store_step out;
   out.header = step.header;
   out.evict_all = step.evict_all;
+  bool all_summed = true; // the commits carry the gathers' checksums only if every one has it
   for (const auto& f : step.finished) {
-    if (f.is_save)
-      (f.ok ? out.commits : out.aborts).push_back(f.key);
-    else
-      out.unpins.push_back(f.key);
+    if (f.is_save && f.ok) {
+      out.commits.push_back(f.key);
+      out.commit_checksums.push_back(f.checksum);
+      all_summed = all_summed && f.summed;
+    } else {
+      (f.is_save ? out.aborts : out.unpins).push_back(f.key);
+    }
   }
+  if (!all_summed)
+    out.commit_checksums.clear();
   if (opt_.loads)
     for (const auto& l : step.loads)
       out.pins.push_back(l.object);

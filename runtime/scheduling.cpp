@@ -1,6 +1,7 @@
 #include "runtime/scheduling.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -125,6 +126,7 @@ struct scheduling::impl {
   std::vector<transfer_meta> load_meta, save_meta; // parallel to connector_in_flight.loads / saves
   step_plan plan_in_progress;
   std::vector<transfer_result> step_finished, pending_finished; // transfers of the step / to report
+  std::vector<size_t> step_save_finished; // per plan save: its step_finished entry (a copy: SIZE_MAX)
   std::vector<uint64_t> step_parked;                            // requests whose loads are in the step
   // P/D prefill: leases to take in the next connector step, and the results that wait for them.
   std::vector<lease_order> pending_leases;
@@ -916,8 +918,11 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
     bool stored = g.ok || g.status == "exists";
     if (g.ok) {
       plan.saves.push_back({m.request_id, m.object.key.kind, g.data_offset, g.data_bytes, m.units});
-      for (uint64_t copy : g.copies) // a multi connector's other leaves (SPEC E3: saves fan out)
+      d.step_save_finished.push_back(d.step_finished.size());
+      for (uint64_t copy : g.copies) { // a multi connector's other leaves (SPEC E3: saves fan out)
         plan.saves.push_back({m.request_id, m.object.key.kind, copy, g.data_bytes, m.units});
+        d.step_save_finished.push_back(SIZE_MAX);
+      }
       d.step_finished.push_back({m.request_id, m.object.key, true, true});
       ++d.stats.saves_total;
       d.stats.bytes_saved += static_cast<int64_t>(g.data_bytes);
@@ -948,6 +953,15 @@ void scheduling::on_step_done(const step_done& done, double now_ms) {
   d.pending_unpins.insert(d.pending_unpins.end(), d.step_unpins.begin(), d.step_unpins.end());
   d.step_ready.clear();
   d.step_unpins.clear();
+  // The gathers' checksums go with the commits (the store then does not hash the saved bytes).
+  if (done.save_checksums.size() == d.step_save_finished.size())
+    for (size_t k = 0; k < done.save_checksums.size(); ++k)
+      if (d.step_save_finished[k] != SIZE_MAX) {
+        auto& f = d.step_finished[d.step_save_finished[k]];
+        f.summed = true;
+        f.checksum = done.save_checksums[k];
+      }
+  d.step_save_finished.clear();
   d.pending_finished.insert(d.pending_finished.end(), d.step_finished.begin(), d.step_finished.end());
   d.step_finished.clear();
   for (auto id : d.step_parked)

@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "kernels/kernel_table.hpp"
+#include "kernels/object_checksum.hpp"
 #include "messages/store.hpp"
 #include "runtime/kv_codec.hpp"
 
@@ -32,12 +33,14 @@ struct step_executor::impl {
   size_t off_token_ids, off_positions, off_token_req, off_slot_mapping, off_req_token_start,
       off_req_first_position, off_req_block_table_start, off_block_tables, off_req_state_slot,
       off_req_reset_state, off_sample_rows, off_sample_temperature, off_sample_seed, off_transfer_units,
-      input_bytes;
+      off_transfer_sums, input_bytes;
   size_t max_transfer_units;
   uint8_t* staging = nullptr; // pinned host
   uint8_t* inputs = nullptr;  // device
   float* host_logits = nullptr;
   int32_t* host_tokens = nullptr;
+  uint64_t* host_sums = nullptr; // the saves' checksum sums, downloaded with the outputs
+  bool sum_saves = false;        // the gathers sum each save's checksum (every block_bytes % 8 == 0)
 
   page_units units;
   std::unique_ptr<kernel_table> table;          // for the transfers' gathers and scatters
@@ -66,6 +69,8 @@ struct step_executor::impl {
     // (a block can be loaded and saved in one step).
     max_transfer_units = 2 * static_cast<size_t>(max_table);
     off_transfer_units = take(4 * max_transfer_units);
+    // One checksum sum per transfer (at most one per unit), zeroed by each step's upload.
+    off_transfer_sums = take(8 * max_transfer_units);
     input_bytes = at;
     staging = static_cast<uint8_t*>(dev.alloc_host_pinned(input_bytes));
     inputs = static_cast<uint8_t*>(dev.alloc_device(input_bytes));
@@ -74,6 +79,9 @@ struct step_executor::impl {
     if (opt.host_arena) {
       table = make_kernel_table(dev);
       copy_fields = std::make_unique<unit_copy_fields>(m.kv_fields(), dev);
+      const auto& bb = copy_fields->block_bytes();
+      sum_saves = std::all_of(bb.begin(), bb.end(), [](uint64_t b) { return b % 8 == 0; });
+      host_sums = static_cast<uint64_t*>(dev.alloc_host_pinned(8 * max_transfer_units));
     }
   }
 
@@ -83,6 +91,8 @@ struct step_executor::impl {
     dev.free_device(inputs);
     dev.free_host_pinned(host_logits);
     dev.free_host_pinned(host_tokens);
+    if (host_sums)
+      dev.free_host_pinned(host_sums);
   }
 
   template <class T>
@@ -159,7 +169,7 @@ struct step_executor::impl {
       check_transfer(t, "load");
     for (const auto& t : plan.saves)
       check_transfer(t, "save");
-    if (transfer_units > max_transfer_units)
+    if (transfer_units > max_transfer_units || plan.loads.size() + plan.saves.size() > max_transfer_units)
       throw std::invalid_argument("step_plan moves " + std::to_string(transfer_units) + " units; at most " +
                                   std::to_string(max_transfer_units));
     if (tokens > static_cast<size_t>(opt.max_batch_tokens))
@@ -213,6 +223,7 @@ struct step_executor::impl {
       for (const auto& t : *list)
         for (auto u : t.units)
           transfer_units[at++] = u;
+    std::memset(host_at<uint64_t>(off_transfer_sums), 0, 8 * (plan.loads.size() + plan.saves.size()));
     req_token_start[plan.requests.size()] = row;
     req_block_table_start[plan.requests.size()] = table;
     b.num_tokens = row;
@@ -375,12 +386,19 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   }
   // Transfers read their unit ids from the uploaded inputs, in plan order (loads, then saves).
   const int32_t* transfer_ids = d.dev_at<int32_t>(d.off_transfer_units);
+  // Transfer i's checksum sum (loads, then saves; only saves are summed so far).
+  uint64_t* const sums = reinterpret_cast<uint64_t*>(d.inputs + d.off_transfer_sums);
+  size_t transfer_index = 0;
   auto transfer = [&](const unit_transfer& t, stream_kind stream, unit_copy_direction dir) {
     bool kv = t.kind == static_cast<uint8_t>(object_kind::kv_chunk);
     auto n = static_cast<int32_t>(t.units.size());
-    d.table->unit_copy(stream, chunk_copy_args(*d.copy_fields, transfer_ids, n, d.opt.host_arena + t.data_offset,
-                                               dir, /*segment_major=*/kv));
+    unit_copy_args args =
+        chunk_copy_args(*d.copy_fields, transfer_ids, n, d.opt.host_arena + t.data_offset, dir, /*segment_major=*/kv);
+    if (d.sum_saves && dir == unit_copy_direction::gather)
+      args.checksum = sums + transfer_index;
+    d.table->unit_copy(stream, args);
     transfer_ids += n;
+    ++transfer_index;
     log.note(stream, transfer_op(dir == unit_copy_direction::scatter ? device_op_kind::load : device_op_kind::save, t));
   };
   if (!plan.loads.empty()) {
@@ -417,6 +435,9 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   }
 
   auto outputs = d.mdl.outputs();
+  const bool summed = d.sum_saves && !plan.saves.empty();
+  if (summed) // after the saves: compute waited for them above
+    d.dev.copy_async(stream_kind::compute, d.host_sums, sums, 8 * (plan.loads.size() + plan.saves.size()));
   size_t num_samples = static_cast<size_t>(batch.num_samples);
   d.dev.copy_async(stream_kind::compute, d.host_logits, outputs.logits, 4 * num_samples * static_cast<size_t>(d.vocab));
   d.dev.copy_async(stream_kind::compute, d.host_tokens, outputs.sampled_tokens, 4 * num_samples);
@@ -436,7 +457,12 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   for (const auto& r : plan.requests)
     if (r.sample)
       samples.push_back({r.request_id, r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1, 0, 0});
+  std::vector<uint64_t> save_bytes; // each save's object bytes, to finish its checksum
+  if (summed)
+    for (const auto& t : plan.saves)
+      save_bytes.push_back(t.data_bytes);
   d.dev.host_callback(stream_kind::compute, [&d, header = plan.header, samples = std::move(samples), started,
+                                            save_bytes = std::move(save_bytes), first_save = plan.loads.size(),
                                             on_done = std::move(on_done), sink = log.sink,
                                             untimed = std::move(log.untimed)]() mutable {
     if (sink)
@@ -449,6 +475,8 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
           XXH64(d.host_logits + i * static_cast<size_t>(d.vocab), 4 * static_cast<size_t>(d.vocab), 0);
     }
     done.samples = std::move(samples);
+    for (size_t k = 0; k < save_bytes.size(); ++k)
+      done.save_checksums.push_back(checksum_finish(d.host_sums[first_save + k], save_bytes[k]));
     done.device_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     on_done(std::move(done));
   });

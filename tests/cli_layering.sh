@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 
 kernels_may_include='runtime/(device|device_registry)\.hpp'
-runtime_may_include='kernels/(kernel_args|batch|kv_layout|kernel_table|cpu/hash)\.hpp'
+runtime_may_include='kernels/(kernel_args|batch|kv_layout|kernel_table|object_checksum|cpu/hash)\.hpp'
 include_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]'
 
 failed=0

@@ -1,5 +1,6 @@
 #include <catch.hpp>
 
+#include "kernels/object_checksum.hpp"
 #include "runtime/checksum.hpp"
 #include "runtime/host_store.hpp"
 
@@ -11,11 +12,11 @@
 #include <list>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <xxhash.h>
 
 using namespace ordo;
 
@@ -527,7 +528,31 @@ TEST_CASE("host store: a seeded random workload keeps every invariant and matche
   CHECK(evictions > 100);
 }
 
-TEST_CASE("object checksum: an xxh64 tree whose value does not depend on the thread count") {
+TEST_CASE("host store: a commit with the writer's summed checksum records it; a pin verifies against it") {
+  fixture f(16 * slot);
+  size_t offset = 0;
+  REQUIRE(f.reserve(1, 1000, &offset) == reserve_status::ok);
+  const uint64_t right = object_checksum(f.arena.data() + offset, 1000);
+  REQUIRE(f.store.commit(key(1), right));
+  CHECK(f.pin(1) == pin_status::ok);
+  // A summed value that does not match the bytes (a gather that summed other bytes) fails the pin.
+  REQUIRE(f.reserve(2, 1000, &offset) == reserve_status::ok);
+  REQUIRE(f.store.commit(key(2), object_checksum(f.arena.data() + offset, 1000) ^ 1));
+  CHECK(f.pin(2) == pin_status::bad_checksum);
+  // apply() takes one checksum per commit, or none; any other count is refused.
+  REQUIRE(f.reserve(3, 1000, &offset) == reserve_status::ok);
+  store_step bad;
+  bad.commits = {key(3)};
+  bad.commit_checksums = {1, 2};
+  CHECK_THROWS_AS(apply(&f.store, bad), std::invalid_argument);
+  store_step good;
+  good.commits = {key(3)};
+  good.commit_checksums = {object_checksum(f.arena.data() + offset, 1000)};
+  CHECK(apply(&f.store, good).commits_unreserved.empty());
+  CHECK(f.pin(3) == pin_status::ok);
+}
+
+TEST_CASE("object checksum: a sum of word terms whose value does not depend on the thread count") {
   std::vector<uint8_t> data(5 * checksum_piece_bytes + 12345);
   std::mt19937_64 rng(7);
   for (auto& b : data)
@@ -535,20 +560,31 @@ TEST_CASE("object checksum: an xxh64 tree whose value does not depend on the thr
   const uint64_t one = object_checksum(data.data(), data.size(), 1);
   CHECK(object_checksum(data.data(), data.size(), 3) == one);
   CHECK(object_checksum(data.data(), data.size(), 0) == one);
-  // The definition: piece hashes (seed = piece index), then their xxh64 seeded by the length.
-  std::vector<uint8_t> le;
-  for (size_t i = 0, begin = 0; begin < data.size(); ++i, begin += checksum_piece_bytes) {
-    uint64_t h = XXH64(data.data() + begin, std::min(checksum_piece_bytes, data.size() - begin), i);
-    for (int b = 0; b < 8; ++b)
-      le.push_back(static_cast<uint8_t>(h >> (8 * b)));
+  // The definition, word by word: little-endian words, the last one zero-padded.
+  uint64_t sum = 0;
+  for (size_t at = 0; at < data.size(); at += 8) {
+    uint64_t w = 0;
+    for (size_t b = 0; b < 8 && at + b < data.size(); ++b)
+      w |= uint64_t{data[at + b]} << (8 * b);
+    sum += checksum_term(w, at / 8);
   }
-  CHECK(one == XXH64(le.data(), le.size(), data.size()));
-  // A flipped byte in any piece changes it.
+  CHECK(one == checksum_finish(sum, data.size()));
+  // Any split at word boundaries, summed in any order, gives the same sum (what a copy kernel's
+  // threads rely on).
+  const size_t cut = 8 * 4099;
+  CHECK(checksum_terms(data.data() + cut, data.size() - cut, cut / 8) + checksum_terms(data.data(), cut, 0) == sum);
+  // A flipped byte in any piece changes it, and so do two words swapped.
   for (size_t at : {size_t{0}, checksum_piece_bytes + 5, data.size() - 1}) {
     data[at] ^= 1;
     CHECK(object_checksum(data.data(), data.size(), 4) != one);
     data[at] ^= 1;
   }
+  std::swap_ranges(data.begin(), data.begin() + 8, data.begin() + 64);
+  CHECK(object_checksum(data.data(), data.size()) != one);
+  std::swap_ranges(data.begin(), data.begin() + 8, data.begin() + 64);
+  // The length is part of it: trailing zero bytes are not invisible.
+  std::vector<uint8_t> zeros(16, 0);
+  CHECK(object_checksum(zeros.data(), 8) != object_checksum(zeros.data(), 16));
   CHECK(object_checksum(data.data(), 0) == object_checksum(data.data(), 0, 4));
 }
 

@@ -201,6 +201,19 @@ TEST_CASE("offload_policy: a connector step becomes a store step: commits, abort
   CHECK(ss.unpins == std::vector<object_key>{loaded});
   CHECK(ss.pins == std::vector<object_ref>{step.loads[0].object, step.loads[1].object});
   CHECK(ss.reserves == std::vector<object_ref>{step.saves[0].object});
+  CHECK(ss.commit_checksums.empty()); // nothing summed: the store hashes each commit
+}
+
+TEST_CASE("offload_policy: commits carry the gathers' checksums only when every commit has one") {
+  offload_policy p(options_64());
+  connector_step step;
+  object_key a{ns, 1004, kv}, b{ns, 1012, state}, failed{ns, 1008, kv};
+  step.finished = {{1, a, true, true, true, 0xaa}, {2, failed, true, false}, {1, b, true, true, true, 0xbb}};
+  auto ss = p.to_store(step);
+  CHECK(ss.commits == std::vector<object_key>{a, b});
+  CHECK(ss.commit_checksums == std::vector<uint64_t>{0xaa, 0xbb});
+  step.finished[2].summed = false; // one the store must hash: it hashes them all
+  CHECK(p.to_store(step).commit_checksums.empty());
 }
 
 TEST_CASE("offload_policy: the store's answers become grants in order; a short answer throws") {

@@ -319,6 +319,9 @@ struct offload_harness {
   uint64_t next_offset = 0;
   double now = 0;
   std::string granularity; // the store's, in every lookup and connector step answer (SPEC D2)
+  bool sum_saves = false;  // step_done carries a checksum per save, as a runner whose gathers sum
+
+  static uint64_t checksum_of(uint64_t data_offset) { return 0xc0de000000000000ull ^ data_offset; }
 
   explicit offload_harness(scheduler_options o) : sched(o), pool(o.num_blocks, o.block_size) {
     grant = [this](const transfer_order& o, bool) {
@@ -349,6 +352,9 @@ struct offload_harness {
         int32_t pos = r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1;
         done.samples.push_back({r.request_id, pos, (pos * 7 + 3) % 200, static_cast<uint64_t>(pos)});
       }
+    if (sum_saves)
+      for (auto& s : plan.saves)
+        done.save_checksums.push_back(checksum_of(s.data_offset));
     sched.on_step_done(done, now += 1);
   }
 
@@ -848,6 +854,31 @@ TEST_CASE("scheduling offload: SPEC C1/C4, a cold 768-token prompt saves whole c
     }
   }
   CHECK(h.sched.stats().saves_total == 5);
+}
+
+TEST_CASE("scheduling offload: the checksums a step's gathers summed go with their commits") {
+  offload_harness h(hybrid_small_batches());
+  h.sum_saves = true;
+  h.add(1, 800, 2);
+  h.run();
+  int saves = 0;
+  for (size_t i = 0; i + 1 < h.turns.size(); ++i) {
+    const auto& t = h.turns[i];
+    if (!t.connector || t.connector->saves.empty())
+      continue;
+    REQUIRE(h.turns[i + 1].connector);
+    const auto& finished = h.turns[i + 1].connector->finished;
+    for (size_t k = 0; k < t.connector->saves.size(); ++k) {
+      const auto& key = t.connector->saves[k].object.key;
+      auto f = std::find_if(finished.begin(), finished.end(), [&](const transfer_result& r) { return r.key == key; });
+      REQUIRE(f != finished.end());
+      CHECK(f->summed);
+      CHECK(f->checksum == offload_harness::checksum_of(t.connector_done->saves[k].data_offset));
+      ++saves;
+    }
+  }
+  CHECK(saves == h.sched.stats().saves_total);
+  CHECK(saves > 0);
 }
 
 TEST_CASE("scheduling offload: SPEC C1, a 1000-token prompt also saves its last partial chunk [768, 960)") {

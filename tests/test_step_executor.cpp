@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "messages/store.hpp"
+#include "runtime/checksum.hpp"
 #include "runtime/step_executor.hpp"
 
 using namespace ordo;
@@ -160,6 +161,38 @@ TEST_CASE("step executor: a save gathers a chunk object and a load scatters it b
   // The seed's bug planted: without the load stream's wait for the clears, chaos lets a clear
   // land after the load into the same unit, and the loaded bytes are lost.
   CHECK(save_then_clear_and_load(true, 17, 6) < 6);
+}
+
+TEST_CASE("step executor: each save's object checksum comes back in step_done, summed by its gather") {
+  auto dev = make_cpu_device({});
+  model m(tiny_dense(), *dev);
+  size_t unit_bytes = 0;
+  for (const auto& f : m.kv_fields())
+    unit_bytes += f.block_bytes();
+  auto* arena = static_cast<uint8_t*>(dev->alloc_host_pinned(5 * unit_bytes));
+  step_executor_options o{64, 4};
+  o.host_arena = arena;
+  o.host_arena_bytes = 5 * unit_bytes;
+  {
+    step_executor exec(*dev, m, o);
+    step_plan save;
+    save.header = {1, 1};
+    save.requests.push_back(prefill(1, 48, {0, 1, 2}));
+    const auto kv = static_cast<uint8_t>(object_kind::kv_chunk);
+    save.saves.push_back({1, kv, 0, 2 * unit_bytes, {0, 1}});
+    save.saves.push_back({1, kv, 2 * unit_bytes, 3 * unit_bytes, {2, 1, 0}});
+    const step_done done = run(exec, save);
+    REQUIRE(done.save_checksums.size() == 2);
+    CHECK(done.save_checksums[0] == object_checksum(arena, 2 * unit_bytes));
+    CHECK(done.save_checksums[1] == object_checksum(arena + 2 * unit_bytes, 3 * unit_bytes));
+    CHECK(done.save_checksums[0] != done.save_checksums[1]);
+    // A step without saves reports none (the sums of the step before do not leak into it).
+    step_plan next;
+    next.header = {1, 2};
+    next.requests.push_back(prefill(2, 16, {5}));
+    CHECK(run(exec, next).save_checksums.empty());
+  }
+  dev->free_host_pinned(arena);
 }
 
 TEST_CASE("step executor: a load skips blocks marked -1 (shared from the HBM index)") {

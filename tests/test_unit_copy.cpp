@@ -8,6 +8,8 @@
 
 #include "kernels/cpu/cpu_kernel_table.hpp"
 #include "kernels/cpu/unit_copy.hpp"
+#include "kernels/object_checksum.hpp"
+#include "runtime/checksum.hpp"
 
 using namespace ordo;
 
@@ -144,4 +146,35 @@ TEST_CASE("unit copy: the CPU kernel table runs it as stream work") {
   CHECK(std::memcmp(dst.block(0, 1), src.block(0, 1), 32 * 2) == 0);
   CHECK(std::memcmp(dst.block(1, 1), src.block(1, 1), 16 * 2) == 0);
   CHECK(dst.storage[0][0] == 0);
+}
+
+TEST_CASE("unit copy: a summed launch adds the checksum terms of the host buffer it leaves") {
+  arena a({24, 40, 8}, 4);
+  std::mt19937 rng(5);
+  for (auto& s : a.storage)
+    for (auto& b : s) b = static_cast<uint8_t>(rng());
+  const std::vector<int32_t> ids = {3, -1, 0};
+  for (bool segment_major : {false, true}) {
+    std::vector<uint8_t> host(a.unit_bytes() * ids.size(), 0x5c); // the skipped entry keeps these
+    uint64_t sum = 7;                                            // the launch adds to what is there
+    auto g = args_of(a, ids, host.data(), unit_copy_direction::gather, segment_major);
+    g.checksum = &sum;
+    cpu::unit_copy(g);
+    CHECK(sum == 7 + checksum_terms(host.data(), host.size(), 0));
+    CHECK(checksum_finish(sum - 7, host.size()) == object_checksum(host.data(), host.size()));
+    uint64_t back = 0;
+    auto s = args_of(a, ids, host.data(), unit_copy_direction::scatter, segment_major);
+    s.checksum = &back;
+    cpu::unit_copy(s);
+    CHECK(back == sum - 7);
+    host[5] ^= 0x10; // a corrupted byte of a moved block, then of the skipped one: the load sees both
+    back = 0;
+    cpu::unit_copy(s);
+    CHECK(back != sum - 7);
+    host[5] ^= 0x10;
+    host[(segment_major ? 24 : a.unit_bytes()) + 1] ^= 0x10; // entry 1 (skipped), field 0
+    back = 0;
+    cpu::unit_copy(s);
+    CHECK(back != sum - 7);
+  }
 }

@@ -30,6 +30,7 @@
 #include "kernels/cpu/sparse_attention.hpp"
 #include "kernels/cpu/state.hpp"
 #include "kernels/cpu/unit_copy.hpp"
+#include "kernels/object_checksum.hpp"
 #include "kernels/kernel_table.hpp"
 #include "runtime/device_registry.hpp"
 #include "runtime/model.hpp"
@@ -551,56 +552,77 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
   // Page-unit gather into mapped pinned memory, then scatter back into a fresh arena, in both host
   // layouts (unit-major; segment-major = the KV chunk object), with and without skipped (negative)
   // ids: field blocks aligned and not, smaller than one 16 KiB chunk and spanning several.
+  // `summed`: the launches also sum the object checksum's terms (field blocks then multiples of 8),
+  // which must equal the CPU's and checksum_terms of the host buffer as the copy left it.
   for (bool segment_major : {false, true})
-    for (bool skips : {false, true}) {
-      const std::vector<uint64_t> bb = {24, 40, 4096, 20000, 13, 65536};
-      const int32_t blocks = 12;
-      const std::vector<int32_t> ids_v =
-          skips ? std::vector<int32_t>{7, -1, 11, 3, 3, -4, 1} : std::vector<int32_t>{7, 0, 11, 3, 3, 9, 1};
-      uint64_t unit_bytes = 0;
-      for (uint64_t b : bb) unit_bytes += b;
-      std::vector<mirror::pair<uint8_t>> src, dst;
-      std::vector<uint8_t*> src_h, src_d, dst_h, dst_d;
-      for (uint64_t b : bb) {
-        std::vector<uint8_t> bytes(b * blocks);
-        for (auto& x : bytes) x = static_cast<uint8_t>(r.below(256));
-        src.push_back(m.of(bytes));
-        dst.push_back(m.of(std::vector<uint8_t>(b * blocks, 0)));
-        src_h.push_back(src.back().h), src_d.push_back(src.back().d);
-        dst_h.push_back(dst.back().h), dst_d.push_back(dst.back().d);
+    for (bool skips : {false, true})
+      for (bool summed : {false, true}) {
+        const std::vector<uint64_t> bb = {24, 40, 4096, 20000, summed ? 16u : 13u, 65536};
+        const int32_t blocks = 12;
+        const std::vector<int32_t> ids_v =
+            skips ? std::vector<int32_t>{7, -1, 11, 3, 3, -4, 1} : std::vector<int32_t>{7, 0, 11, 3, 3, 9, 1};
+        uint64_t unit_bytes = 0;
+        for (uint64_t b : bb) unit_bytes += b;
+        std::vector<mirror::pair<uint8_t>> src, dst;
+        std::vector<uint8_t*> src_h, src_d, dst_h, dst_d;
+        for (uint64_t b : bb) {
+          std::vector<uint8_t> bytes(b * blocks);
+          for (auto& x : bytes) x = static_cast<uint8_t>(r.below(256));
+          src.push_back(m.of(bytes));
+          dst.push_back(m.of(std::vector<uint8_t>(b * blocks, 0)));
+          src_h.push_back(src.back().h), src_d.push_back(src.back().d);
+          dst_h.push_back(dst.back().h), dst_d.push_back(dst.back().d);
+        }
+        auto bbd = m.of(bb);
+        auto ids = m.of(ids_v);
+        auto rsrc = m.of(src_d), rdst = m.of(dst_d);
+        const size_t host_bytes = unit_bytes * ids_v.size();
+        // Both host buffers start equal and non-zero, so bytes a skipped id must leave are compared too.
+        std::vector<uint8_t> host_cpu(host_bytes, 0xa5);
+        auto* pinned = static_cast<uint8_t*>(gpu.alloc_host_pinned(host_bytes));
+        std::memset(pinned, 0xa5, host_bytes);
+        const auto args = [&](uint8_t* const* regions, const uint64_t* block_bytes, const int32_t* unit_ids,
+                              uint8_t* host, unit_copy_direction dir) {
+          unit_copy_args a;
+          a.regions = regions, a.block_bytes = block_bytes, a.unit_ids = unit_ids, a.host = host;
+          a.num_fields = static_cast<int32_t>(bb.size()), a.num_units = static_cast<int32_t>(ids_v.size());
+          a.max_block_bytes = 65536, a.direction = dir, a.segment_major = segment_major;
+          return a;
+        };
+        auto sum_g = m.of(std::vector<uint64_t>(1, 0)), sum_s = m.of(std::vector<uint64_t>(1, 0));
+        const auto with_sum = [&](unit_copy_args a, const mirror::pair<uint64_t>& sum, bool device) {
+          a.checksum = summed ? (device ? sum.d : sum.h) : nullptr;
+          return a;
+        };
+        // The sums both sides added, against the terms of the host buffer as the copy left it.
+        const auto check_sum = [&](verdict& v, const mirror::pair<uint64_t>& sum, const uint8_t* host) {
+          if (!summed) return;
+          v.add(m, sum);
+          if (sum.h[0] != checksum_terms(host, host_bytes, 0)) v.bitwise = false;
+        };
+        const std::string layout = std::string(segment_major ? " segment-major" : " unit-major") +
+                                   (skips ? " skip" : "") + (summed ? " checksum" : "");
+        const auto gather = unit_copy_direction::gather, scatter = unit_copy_direction::scatter;
+        const unit_copy_args gather_h = with_sum(args(src_h.data(), bb.data(), ids_v.data(), host_cpu.data(), gather),
+                                                 sum_g, false);
+        const unit_copy_args gather_d = with_sum(args(rsrc.d, bbd.d, ids.d, pinned, gather), sum_g, true);
+        run([&] { cpu::unit_copy(gather_h); }, [&] { kt.unit_copy(stream_kind::save, gather_d); });
+        verdict g;
+        size_t diff = 0;
+        for (size_t i = 0; i < host_bytes; ++i) diff += pinned[i] != host_cpu[i];
+        g.bitwise = diff == 0, g.err = double(diff) / double(host_bytes);
+        check_sum(g, sum_g, pinned);
+        report("unit_copy gather" + layout + tag, g);
+        const unit_copy_args scatter_h = with_sum(args(dst_h.data(), bb.data(), ids_v.data(), host_cpu.data(), scatter),
+                                                  sum_s, false);
+        const unit_copy_args scatter_d = with_sum(args(rdst.d, bbd.d, ids.d, pinned, scatter), sum_s, true);
+        run([&] { cpu::unit_copy(scatter_h); }, [&] { kt.unit_copy(stream_kind::load, scatter_d); });
+        verdict sv;
+        for (auto& p : dst) sv.add(m, p);
+        check_sum(sv, sum_s, pinned);
+        report("unit_copy scatter" + layout + tag, sv);
+        gpu.free_host_pinned(pinned);
       }
-      auto bbd = m.of(bb);
-      auto ids = m.of(ids_v);
-      auto rsrc = m.of(src_d), rdst = m.of(dst_d);
-      const size_t host_bytes = unit_bytes * ids_v.size();
-      // Both host buffers start equal and non-zero, so bytes a skipped id must leave are compared too.
-      std::vector<uint8_t> host_cpu(host_bytes, 0xa5);
-      auto* pinned = static_cast<uint8_t*>(gpu.alloc_host_pinned(host_bytes));
-      std::memset(pinned, 0xa5, host_bytes);
-      const auto args = [&](uint8_t* const* regions, const uint64_t* block_bytes, const int32_t* unit_ids,
-                            uint8_t* host, unit_copy_direction dir) {
-        unit_copy_args a;
-        a.regions = regions, a.block_bytes = block_bytes, a.unit_ids = unit_ids, a.host = host;
-        a.num_fields = static_cast<int32_t>(bb.size()), a.num_units = static_cast<int32_t>(ids_v.size());
-        a.max_block_bytes = 65536, a.direction = dir, a.segment_major = segment_major;
-        return a;
-      };
-      const std::string layout = std::string(segment_major ? " segment-major" : " unit-major") + (skips ? " skip" : "");
-      const auto gather = unit_copy_direction::gather, scatter = unit_copy_direction::scatter;
-      run([&] { cpu::unit_copy(args(src_h.data(), bb.data(), ids_v.data(), host_cpu.data(), gather)); },
-          [&] { kt.unit_copy(stream_kind::save, args(rsrc.d, bbd.d, ids.d, pinned, gather)); });
-      verdict g;
-      size_t diff = 0;
-      for (size_t i = 0; i < host_bytes; ++i) diff += pinned[i] != host_cpu[i];
-      g.bitwise = diff == 0, g.err = double(diff) / double(host_bytes);
-      report("unit_copy gather" + layout + tag, g);
-      run([&] { cpu::unit_copy(args(dst_h.data(), bb.data(), ids_v.data(), host_cpu.data(), scatter)); },
-          [&] { kt.unit_copy(stream_kind::load, args(rdst.d, bbd.d, ids.d, pinned, scatter)); });
-      verdict sv;
-      for (auto& p : dst) sv.add(m, p);
-      report("unit_copy scatter" + layout + tag, sv);
-      gpu.free_host_pinned(pinned);
-    }
 }
 
 // device.matmul = "tf32": the error against the exact CPU matmul, then batch invariance, bitwise:

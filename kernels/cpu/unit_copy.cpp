@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/object_checksum.hpp"
+
 namespace ordo::cpu {
 
 void unit_copy(const unit_copy_args& a) {
@@ -26,6 +28,8 @@ void unit_copy(const unit_copy_args& a) {
     }
     before += bb;
   }
+  if (a.checksum)
+    *a.checksum += checksum_terms(a.host, num_units * unit_bytes, 0);
 }
 
 } // namespace ordo::cpu

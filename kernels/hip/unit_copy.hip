@@ -1,11 +1,13 @@
 // Page-unit gather / scatter between the arena and mapped pinned host memory (DESIGN §2.2):
 // one launch moves every field block of every unit, the kernel's loads or stores crossing the
 // link directly, so small field blocks cost no per-copy overhead. Byte-exact, like cpu::unit_copy,
-// in both host layouts (unit-major, segment-major) and skipping negative unit ids.
+// in both host layouts (unit-major, segment-major) and skipping negative unit ids. A launch may
+// also sum the object checksum's terms of the host buffer from the bytes it moves.
 #include <stdexcept>
 
 #include "kernels/hip/launch.hpp"
 #include "kernels/hip/paging.hpp" // ORDO_HIP_LAUNCHED
+#include "kernels/object_checksum.hpp"
 
 namespace ordo::hip {
 namespace {
@@ -14,9 +16,28 @@ constexpr int threads = 256;
 constexpr int vecs_per_thread = 4;                                  // 16-byte vectors in flight
 constexpr uint64_t chunk_bytes = uint64_t{threads} * vecs_per_thread * 16; // 16 KiB per CTA
 
+// The checksum terms of the 16-byte vector at host byte offset `at` (a multiple of 8).
+__device__ inline uint64_t vec_terms(const uint4& v, uint64_t at) {
+  const uint64_t w0 = v.x | static_cast<uint64_t>(v.y) << 32, w1 = v.z | static_cast<uint64_t>(v.w) << 32;
+  return checksum_term(w0, at / 8) + checksum_term(w1, at / 8 + 1);
+}
+
+// The block's terms summed in shared memory and added to *total by thread 0 (every thread calls it).
+__device__ void add_checksum(uint64_t* total, uint64_t sum) {
+  __shared__ uint64_t red[threads];
+  red[threadIdx.x] = sum;
+  __syncthreads();
+  for (int stride = threads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) red[threadIdx.x] += red[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(total), static_cast<unsigned long long>(red[0]));
+}
+
 // Grid: x = (unit index i, field f) pair, y = 16 KiB chunk of the field block. Pairs are numbered
 // in host order (unit-major: i then f; segment-major: f then i), so neighbouring CTAs touch
-// neighbouring host bytes. A skipped (negative) id's CTAs return before touching memory.
+// neighbouring host bytes. A skipped (negative) id's CTAs return before touching memory, or, when
+// the launch sums the checksum, read their host bytes for it and write nothing.
 __global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host) {
   const int32_t pair = blockIdx.x;
   const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
@@ -25,7 +46,8 @@ __global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host) {
   const uint64_t begin = uint64_t{blockIdx.y} * chunk_bytes;
   if (begin >= bb) return;
   const int32_t u = a.unit_ids[i];
-  if (u < 0) return; // skipped entry
+  if (u < 0 && !a.checksum) return; // skipped entry
+  if (a.checksum && (bb & 7)) kernel_fail("unit_copy: a checksummed field block is not a multiple of 8 bytes", bb);
   const uint64_t end = begin + chunk_bytes < bb ? begin + chunk_bytes : bb;
   uint64_t unit_bytes = 0, before = 0; // before: sum of block_bytes of the fields before f
   for (int32_t g = 0; g < a.num_fields; ++g) {
@@ -33,35 +55,55 @@ __global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host) {
     if (g < f) before += b;
     unit_bytes += b;
   }
-  uint8_t* arena = a.regions[f] + static_cast<uint64_t>(u) * bb;
   const uint64_t host_offset = a.segment_major
                                    ? static_cast<uint64_t>(a.num_units) * before + static_cast<uint64_t>(i) * bb
                                    : static_cast<uint64_t>(i) * unit_bytes + before;
   uint8_t* hbuf = host + host_offset;
+  uint8_t* arena = u < 0 ? nullptr : a.regions[f] + static_cast<uint64_t>(u) * bb;
   const bool gather = a.direction == unit_copy_direction::gather;
-  const uint8_t* src = gather ? arena : hbuf;
-  uint8_t* dst = gather ? hbuf : arena;
+  const uint8_t* src = gather && arena ? arena : hbuf;
+  uint8_t* dst = arena ? (gather ? hbuf : arena) : nullptr; // null: read for the checksum only
   const bool aligned = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0;
-  uint64_t pos = begin;
+  const uint64_t at = host_offset + begin; // host offset of src[begin]
+  uint64_t sum = 0;
   if (aligned && (end - begin) == chunk_bytes) {
     // Full aligned chunk: every thread issues its loads before its stores (latency over PCIe).
     const uint4* s = reinterpret_cast<const uint4*>(src + begin);
-    uint4* d = reinterpret_cast<uint4*>(dst + begin);
+    uint4* d = dst ? reinterpret_cast<uint4*>(dst + begin) : nullptr;
     uint4 v[vecs_per_thread];
 #pragma unroll
     for (int k = 0; k < vecs_per_thread; ++k) v[k] = s[k * threads + threadIdx.x];
+    if (dst) {
 #pragma unroll
-    for (int k = 0; k < vecs_per_thread; ++k) d[k * threads + threadIdx.x] = v[k];
-    return;
+      for (int k = 0; k < vecs_per_thread; ++k) d[k * threads + threadIdx.x] = v[k];
+    }
+    if (a.checksum) {
+#pragma unroll
+      for (int k = 0; k < vecs_per_thread; ++k) sum += vec_terms(v[k], at + 16 * (k * threads + threadIdx.x));
+    }
+  } else {
+    uint64_t pos = begin;
+    if (aligned) {
+      const uint64_t nvec = (end - begin) / 16;
+      const uint4* s = reinterpret_cast<const uint4*>(src + begin);
+      uint4* d = dst ? reinterpret_cast<uint4*>(dst + begin) : nullptr;
+      for (uint64_t k = threadIdx.x; k < nvec; k += threads) {
+        const uint4 v = s[k];
+        if (dst) d[k] = v;
+        if (a.checksum) sum += vec_terms(v, at + 16 * k);
+      }
+      pos = begin + nvec * 16;
+    }
+    if (dst)
+      for (uint64_t k = pos + threadIdx.x; k < end; k += threads) dst[k] = src[k];
+    if (a.checksum) // whole words: bb and pos are multiples of 8
+      for (uint64_t k = pos + 8 * threadIdx.x; k < end; k += 8 * threads) {
+        uint64_t w = 0;
+        for (int b = 0; b < 8; ++b) w |= static_cast<uint64_t>(src[k + b]) << (8 * b);
+        sum += checksum_term(w, (host_offset + k) / 8);
+      }
   }
-  if (aligned) {
-    const uint64_t nvec = (end - begin) / 16;
-    const uint4* s = reinterpret_cast<const uint4*>(src + begin);
-    uint4* d = reinterpret_cast<uint4*>(dst + begin);
-    for (uint64_t k = threadIdx.x; k < nvec; k += threads) d[k] = s[k];
-    pos = begin + nvec * 16;
-  }
-  for (uint64_t k = pos + threadIdx.x; k < end; k += threads) dst[k] = src[k];
+  if (a.checksum) add_checksum(a.checksum, sum);
 }
 
 } // namespace
