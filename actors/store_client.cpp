@@ -683,14 +683,15 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
               fwd.commit_checksums.push_back(step.commit_checksums[i]);
           }
         }
-        for (const auto* keys : {&step.aborts, &step.unpins})
+        for (const auto* keys : {&step.aborts, &step.unpins, &step.unpins_corrupt})
           for (const auto& k : *keys) {
             auto f = finish(self, k, keys == &step.aborts);
             if (f.staged)
               st.staging->give(*f.staged);
             if (f.forward)
-              (keys == &step.aborts ? fwd.aborts : fwd.unpins).push_back(k);
+              (keys == &step.aborts ? fwd.aborts : keys == &step.unpins ? fwd.unpins : fwd.unpins_corrupt).push_back(k);
           }
+        fwd.pins_summed = step.pins_summed; // this node's scatters check what it pins
         auto release_staging = [self, give_back] {
           for (uint64_t at : give_back)
             self->state.staging->give(at);

@@ -189,11 +189,12 @@ void track(session& s, const store_step& step, const store_step_done& done) {
     s.reservations.erase(k);
   for (const auto& k : step.aborts)
     s.reservations.erase(k);
-  for (const auto& k : step.unpins) {
-    auto it = s.pins.find(k);
-    if (it != s.pins.end() && --it->second <= 0)
-      s.pins.erase(it);
-  }
+  for (const auto* keys : {&step.unpins, &step.unpins_corrupt})
+    for (const auto& k : *keys) {
+      auto it = s.pins.find(k);
+      if (it != s.pins.end() && --it->second <= 0)
+        s.pins.erase(it);
+    }
   for (const auto& g : done.pins)
     if (g.ok) {
       ++s.pins[g.key];
@@ -409,6 +410,16 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
         } else {
           spdlog::warn("store: engine {}: unpin of an object it has not pinned (hash {:016x}) skipped", s.engine_id,
                        k.hash);
+        }
+      }
+      own.unpins_corrupt.clear(); // the same rule: only its own pins
+      for (const auto& k : step.unpins_corrupt) {
+        if (held_pin(k) && unpinning[k] < s.pins[k]) {
+          ++unpinning[k];
+          own.unpins_corrupt.push_back(k);
+        } else {
+          spdlog::warn("store: engine {}: corrupt unpin of an object it has not pinned (hash {:016x}) skipped",
+                       s.engine_id, k.hash);
         }
       }
       own.aborts.clear();

@@ -71,9 +71,10 @@ struct transfer_result {
   bool ok = false;
   bool summed = false;   // a save whose object checksum the gather computed: the commit uses it
   uint64_t checksum = 0;
+  bool corrupt = false;  // a load whose scatter summed another checksum: the store drops the object
 };
 
-ORDO_FIELDS(transfer_result, request_id, key, is_save, ok, summed, checksum)
+ORDO_FIELDS(transfer_result, request_id, key, is_save, ok, summed, checksum, corrupt)
 
 // P/D prefill (docs/pd.md): hold what a lookup of this prompt finds for the decode node, under a
 // lease named by the request id (the transfer id its answer carries).
@@ -109,9 +110,13 @@ struct transfer_grant {
   uint64_t data_offset = 0;
   uint64_t data_bytes = 0;
   std::vector<uint64_t> copies;
+  // A load the scatter verifies: the store checked the header only, and `checksum` is the
+  // object's recorded one (a mismatch fails the load after its step: nothing reads it).
+  bool summed = false;
+  uint64_t checksum = 0;
 };
 
-ORDO_FIELDS(transfer_grant, request_id, key, ok, status, data_offset, data_bytes, copies)
+ORDO_FIELDS(transfer_grant, request_id, key, ok, status, data_offset, data_bytes, copies, summed, checksum)
 
 // The connector's answer to a lease_order: how many objects the lease holds, and for how long
 // (0 objects: nothing of the prompt is stored, or this connector holds no leases).

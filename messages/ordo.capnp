@@ -157,6 +157,7 @@ struct StepDone {
   samples @1 :List(SampledToken);
   deviceMs @2 :Float64;
   saveChecksums @3 :List(UInt64);  # per plan save, in plan order; empty: the host hashes
+  loadChecksums @4 :List(UInt64);  # per plan load, summed by its scatter; empty: none summed
 }
 
 # --- messages/pool.hpp ------------------------------------------------------------------------
@@ -268,6 +269,7 @@ struct TransferResult {
   ok @3 :Bool;
   summed @4 :Bool;     # a save whose checksum the gather computed
   checksum @5 :UInt64;
+  corrupt @6 :Bool;    # a load whose scatter found the object's checksum wrong: drop it
 }
 
 struct ConnectorStep {
@@ -299,6 +301,8 @@ struct TransferGrant {
   dataOffset @4 :UInt64;
   dataBytes @5 :UInt64;
   copies @6 :List(UInt64);  # multi: the same save written at these offsets too (one per leaf)
+  summed @7 :Bool;          # a load the scatter verifies against `checksum`
+  checksum @8 :UInt64;
 }
 
 struct ConnectorStepDone {
@@ -358,6 +362,7 @@ struct StoreGrant {
   status @2 :Text;
   dataOffset @3 :UInt64;
   dataBytes @4 :UInt64;
+  checksum @5 :UInt64;  # a pin: the object's recorded checksum
 }
 
 struct StoreStep {
@@ -371,6 +376,8 @@ struct StoreStep {
   leases @7 :List(StoreLease);  # P/D: hold objects for a decode node
   releases @8 :List(Text);      # P/D: transfer ids whose leases end
   commitChecksums @9 :List(UInt64);  # empty, or one per commit (computed by the gather)
+  pinsSummed @10 :Bool;               # the reader's scatters verify the pins: check headers only
+  unpinsCorrupt @11 :List(ObjectKey); # unpins of objects a scatter found corrupt: drop them
 }
 
 struct StoreLease {

@@ -89,8 +89,12 @@ struct step_done {
   // One object checksum per plan.saves entry, in plan order, summed by the gathers from the bytes
   // they wrote (runtime/checksum.hpp); empty when the runner does not sum (the store hashes).
   std::vector<uint64_t> save_checksums;
+  // One object checksum per plan.loads entry, summed by the scatters from the host bytes they read
+  // (a skipped block's too); empty when the runner does not sum. The scheduler checks them
+  // against the objects' recorded checksums before the parked requests run.
+  std::vector<uint64_t> load_checksums;
 };
 
-ORDO_FIELDS(step_done, header, samples, device_ms, save_checksums)
+ORDO_FIELDS(step_done, header, samples, device_ms, save_checksums, load_checksums)
 
 } // namespace ordo

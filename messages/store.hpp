@@ -88,9 +88,10 @@ struct store_grant {
   std::string status; // "ok", or why not (reserve_status / pin_status names)
   uint64_t data_offset = 0;
   uint64_t data_bytes = 0;
+  uint64_t checksum = 0; // a pin: the object's recorded checksum
 };
 
-ORDO_FIELDS(store_grant, key, ok, status, data_offset, data_bytes)
+ORDO_FIELDS(store_grant, key, ok, status, data_offset, data_bytes, checksum)
 
 // P/D (docs/pd.md): a store server holds the committed ones of `keys` (kept from eviction, not
 // pinned for reading) under `transfer_id` until a release names it or `lease_ms` pass.
@@ -120,10 +121,15 @@ struct store_step {
   // Empty, or one per commit: the object checksum the gather computed from the bytes it wrote,
   // which the commit records instead of hashing the data again.
   std::vector<uint64_t> commit_checksums;
+  // The reader's scatters sum each pinned object and check it against the grant's checksum, so
+  // the pins check headers only (no host hashing); an object a scatter found corrupt comes back
+  // in unpins_corrupt, unpinned and dropped.
+  bool pins_summed = false;
+  std::vector<object_key> unpins_corrupt;
 };
 
 ORDO_FIELDS(store_step, header, commits, aborts, unpins, pins, reserves, evict_all, leases, releases,
-            commit_checksums)
+            commit_checksums, pins_summed, unpins_corrupt)
 
 struct store_step_done {
   command_header header;

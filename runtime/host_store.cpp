@@ -150,13 +150,15 @@ bool host_store::contains(const object_key& key) const {
 }
 
 pin_status host_store::pin(const object_key& key, uint64_t expected_fingerprint, uint64_t expected_boundary,
-                           object_header& header, size_t& data_offset) {
+                           object_header& header, size_t& data_offset, bool hash_data) {
   auto it = objects_.find(key);
   if (it == objects_.end() || !it->second.committed) {
     ++stats_.misses_total;
     return pin_status::missing;
   }
   object& o = it->second;
+  if (o.corrupt) // a reader found it wrong; it goes when its last reader does
+    return pin_status::bad_checksum;
   // Read back from the arena, not from the copy: the bytes a reader would load are what is checked.
   object_header stored;
   std::memcpy(&stored, arena_ + o.offset, sizeof(object_header));
@@ -175,12 +177,20 @@ pin_status host_store::pin(const object_key& key, uint64_t expected_fingerprint,
     }
     return pin_status::bad_header;
   }
-  // A nested pin shares the first pin's checksum: a pinned object is never evicted or rewritten.
-  if (o.pins == 0 && object_checksum(arena_ + o.data_offset, kept.data_bytes) != kept.checksum) {
-    ++stats_.checksum_failures_total;
-    drop(key);
-    ++num_dropped_;
-    return pin_status::bad_checksum;
+  // A pinned object is never evicted or rewritten, so one hash serves every hashing pin of a
+  // pinned period; a summing reader's pin (hash_data false) leaves the data to its own check.
+  if (hash_data && !o.hashed) {
+    if (object_checksum(arena_ + o.data_offset, kept.data_bytes) != kept.checksum) {
+      ++stats_.checksum_failures_total;
+      if (o.pins == 0 && o.holds == 0) {
+        drop(key);
+        ++num_dropped_;
+      } else {
+        o.corrupt = true; // its other readers' own checks fail too; it goes when they are done
+      }
+      return pin_status::bad_checksum;
+    }
+    o.hashed = true;
   }
   if (o.on_lru) {
     lru_.erase(o.lru_pos);
@@ -214,6 +224,18 @@ bool host_store::unpin(const object_key& key) {
   return true;
 }
 
+bool host_store::unpin_corrupt(const object_key& key) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second.pins == 0)
+    return false;
+  if (!it->second.corrupt)
+    ++stats_.checksum_failures_total;
+  it->second.corrupt = true;
+  --it->second.pins;
+  to_lru_if_idle(key, it->second);
+  return true;
+}
+
 bool host_store::hold(const object_key& key) {
   auto it = objects_.find(key);
   if (it == objects_.end() || !it->second.committed)
@@ -236,10 +258,17 @@ bool host_store::release_hold(const object_key& key) {
   return true;
 }
 
-// An object nobody pins or holds goes back on the LRU, as the most recently used.
+// An object nobody pins or holds goes back on the LRU, as the most recently used (its next
+// hashing pin hashes again); a corrupt one is dropped instead.
 void host_store::to_lru_if_idle(const object_key& key, object& o) {
   if (o.pins != 0 || o.holds != 0 || o.on_lru)
     return;
+  o.hashed = false;
+  if (o.corrupt) {
+    drop(key);
+    ++num_dropped_;
+    return;
+  }
   o.on_lru = true;
   o.lru_pos = lru_.insert(lru_.end(), key);
 }
@@ -380,7 +409,7 @@ store_contains_done apply(const host_store* store, const store_contains& query) 
 
 namespace {
 
-store_grant pin_one(host_store* store, const object_ref& o) {
+store_grant pin_one(host_store* store, const object_ref& o, bool hash_data) {
   store_grant g;
   g.key = o.key;
   if (!store) {
@@ -391,7 +420,7 @@ store_grant pin_one(host_store* store, const object_ref& o) {
   size_t offset = 0;
   // NOTE(verify): the layout fingerprint is the namespace (it covers page and state layouts);
   // the boundary is the hash the object is filed under.
-  const auto status = store->pin(o.key, o.key.namespace_id, o.key.hash, h, offset);
+  const auto status = store->pin(o.key, o.key.namespace_id, o.key.hash, h, offset, hash_data);
   g.status = to_string(status);
   if (status != pin_status::ok)
     return g;
@@ -403,6 +432,7 @@ store_grant pin_one(host_store* store, const object_ref& o) {
     return g;
   }
   g.ok = true;
+  g.checksum = h.checksum;
   g.data_offset = offset;
   g.data_bytes = h.data_bytes;
   return g;
@@ -454,11 +484,14 @@ store_step_applied apply(host_store* store, const store_step& step, std::optiona
     for (const auto& k : step.unpins)
       if (!store->unpin(k))
         out.unpins_unpinned.push_back(k);
+    for (const auto& k : step.unpins_corrupt)
+      if (!store->unpin_corrupt(k))
+        out.unpins_unpinned.push_back(k);
     if (step.evict_all)
       out.done.num_evicted = store->evict_all(evict_namespace);
   }
   for (const auto& o : step.pins)
-    out.done.pins.push_back(pin_one(store, o));
+    out.done.pins.push_back(pin_one(store, o, !step.pins_summed));
   for (const auto& o : step.reserves)
     out.done.reserves.push_back(reserve_one(store, o));
   out.done.leased.assign(step.leases.size(), 0); // leases are a store server's (it fills these)

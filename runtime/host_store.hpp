@@ -97,11 +97,17 @@ public:
   // True if `key` is committed. Does not verify (pin does) and does not touch the LRU.
   bool contains(const object_key& key) const;
   // Verifies and pins a committed object for reading; on ok, `header` and `data_offset` describe
-  // it and it becomes the most recently used. Pins nest.
+  // it and it becomes the most recently used. Pins nest. With `hash_data` false the reader
+  // verifies the data itself (its scatter sums the checksum, then unpin or unpin_corrupt): only
+  // the header is checked here. A hashing pin hashes unless a hashing pin of the same pinned
+  // period already did.
   pin_status pin(const object_key& key, uint64_t expected_fingerprint, uint64_t expected_boundary,
-                 object_header& header, size_t& data_offset);
+                 object_header& header, size_t& data_offset, bool hash_data = true);
   // Drops one pin. False if `key` is not pinned.
   bool unpin(const object_key& key);
+  // Drops one pin of an object whose reader found its data wrong: counted as a checksum failure,
+  // refused to every later pin, and dropped once nobody pins or holds it. False if not pinned.
+  bool unpin_corrupt(const object_key& key);
   // Keeps a committed object from eviction without reading it (a P/D lease holds what a decode
   // node will pin); holds nest. False if `key` is not committed.
   bool hold(const object_key& key);
@@ -139,6 +145,8 @@ private:
     bool committed = false;
     int32_t pins = 0;
     int32_t holds = 0;
+    bool hashed = false;  // a hashing pin verified the data in the current pinned period
+    bool corrupt = false; // a reader found the data wrong: no more pins, dropped when idle
     bool on_lru = false;
     std::list<object_key>::iterator lru_pos;
   };
@@ -154,7 +162,7 @@ private:
   std::unordered_map<object_key, object, object_key_hash> objects_;
   std::list<object_key> lru_; // committed unpinned, front = least recently used
   store_stats stats_;
-  int64_t num_dropped_ = 0; // committed objects dropped by a failed pin (for check_invariants)
+  int64_t num_dropped_ = 0; // committed objects dropped as corrupt (for check_invariants)
 };
 
 // apply(store_step)'s answer plus the orders that named nothing, for the actor to log (the
@@ -162,7 +170,7 @@ private:
 struct store_step_applied {
   store_step_done done;
   std::vector<object_key> commits_unreserved; // commit of an object with no reservation
-  std::vector<object_key> unpins_unpinned;    // unpin of an object that is not pinned
+  std::vector<object_key> unpins_unpinned;    // unpin of an object that is not pinned (or corrupt)
 };
 
 // Applies one store step in the order messages/store.hpp gives. A pin whose stored header

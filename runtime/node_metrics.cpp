@@ -88,6 +88,9 @@ void node_metrics::observe(const scheduler_stats& s, const completion_result* fi
   count("ordo_offload_loads_total", "Host-tier objects loaded into page units", s.loads_total, last_.loads_total);
   count("ordo_offload_load_failures_total", "Host-tier loads refused (missing or corrupt object): recomputed",
         s.load_failures_total, last_.load_failures_total);
+  count("ordo_offload_load_checksum_failures_total",
+        "Host-tier loads whose checksum, summed on the device by the scatter, did not match: recomputed",
+        s.load_checksum_failures_total, last_.load_checksum_failures_total);
   count("ordo_offload_saves_total", "Host-tier objects saved from page units", s.saves_total, last_.saves_total);
   count("ordo_offload_save_failures_total", "Host-tier saves refused (no room)", s.save_failures_total,
         last_.save_failures_total);

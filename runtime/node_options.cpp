@@ -1,5 +1,7 @@
 #include "runtime/node_options.hpp"
 
+#include <algorithm>
+
 namespace ordo {
 
 namespace {
@@ -60,6 +62,11 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
     p.saves = role_saves;
     p.name = to_string(cfg.connector);
     p.lease_ms = pd && role_saves ? cfg.pd_lease_ms : 0;
+    // The runner's scatters sum each load (step_executor::sums_transfers, from the same layout).
+    const auto regions = region_layout(facts.dims, cfg.kv, cfg.block_size);
+    p.loads_summed = std::all_of(regions.begin(), regions.end(), [](const region_spec& r) {
+      return r.row_bytes * static_cast<size_t>(r.rows_per_block) % 8 == 0;
+    });
     o.offload = p;
   }
 

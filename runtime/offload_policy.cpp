@@ -97,7 +97,7 @@ store_step offload_policy::to_store(const connector_step& step) const {
       out.commit_checksums.push_back(f.checksum);
       all_summed = all_summed && f.summed;
     } else {
-      (f.is_save ? out.aborts : out.unpins).push_back(f.key);
+      (f.is_save ? out.aborts : f.corrupt ? out.unpins_corrupt : out.unpins).push_back(f.key);
     }
   }
   if (!all_summed)
@@ -105,6 +105,7 @@ store_step offload_policy::to_store(const connector_step& step) const {
   if (opt_.loads)
     for (const auto& l : step.loads)
       out.pins.push_back(l.object);
+  out.pins_summed = opt_.loads_summed && !out.pins.empty();
   if (opt_.saves)
     for (const auto& s : step.saves)
       out.reserves.push_back(s.object);
@@ -133,6 +134,10 @@ connector_step_done offload_policy::from_store(const connector_step& step, const
         g.status = answers[i].status;
         g.data_offset = answers[i].data_offset;
         g.data_bytes = answers[i].data_bytes;
+        if (&into == &out.loads && opt_.loads_summed && g.ok) { // the step's scatter checks the data
+          g.summed = true;
+          g.checksum = answers[i].checksum;
+        }
       } else {
         g.status = refused;
       }

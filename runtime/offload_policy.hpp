@@ -22,6 +22,9 @@ struct offload_options {
   bool saves = true;  // kv_role kv_both or kv_producer
   std::string name = "offload";
   int64_t lease_ms = 0; // P/D prefill (pd.lease_ms): a lease order holds the prompt's objects this long
+  // The node's scatters sum every load's checksum (runtime/step_executor.hpp): its pins ask the
+  // store to check headers only, and each load grant carries the checksum the step must match.
+  bool loads_summed = false;
 };
 
 class offload_policy {

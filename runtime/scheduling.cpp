@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -127,6 +128,27 @@ struct scheduling::impl {
   step_plan plan_in_progress;
   std::vector<transfer_result> step_finished, pending_finished; // transfers of the step / to report
   std::vector<size_t> step_save_finished; // per plan save: its step_finished entry (a copy: SIZE_MAX)
+  // Loads whose step's scatter checks the data (transfer_grant::summed): per plan load, what its
+  // sum must be; and per request resumed by them, how to undo the resume if one comes back wrong.
+  struct load_check {
+    uint64_t request_id = 0;
+    size_t finished = 0; // its step_finished entry
+    bool summed = false;
+    uint64_t checksum = 0;
+    int32_t first_token = -1; // a KV chunk's; -1 for a state image
+  };
+  struct resume_undo {
+    int32_t computed = 0; // H, where the request recomputes from
+    uint64_t restore_hash = 0;
+    std::vector<int32_t> restore_units;
+    bool needs_reset = false;
+    int32_t boundary = 0;     // B
+    uint64_t image_hash = 0;  // the reserved HBM image at B the loaded image was to become
+    std::vector<int32_t> image_units;
+    int32_t loaded = 0;       // tokens counted as from the host tier (num_preemptions == 0)
+  };
+  std::vector<load_check> step_load_checks;
+  std::map<uint64_t, resume_undo> step_undo;
   std::vector<uint64_t> step_parked;                            // requests whose loads are in the step
   // P/D prefill: leases to take in the next connector step, and the results that wait for them.
   std::vector<lease_order> pending_leases;
@@ -154,6 +176,69 @@ struct scheduling::impl {
   // Full-block hashes are needed up to the tokens the device holds (commits) or the prompt.
   void ensure_hashes(request& r, size_t num_tokens) {
     extend_prefix_hashes(r.root, r.tokens, r.spec.media, opt.block_size, num_tokens, r.hashes);
+  }
+
+  // SPEC C6 with the data checked on the device: each summed load's checksum from step_done
+  // against the object's. A wrong one fails the load after its step; nothing read the bytes (the
+  // request was parked: no forward of it ran), so the request resumes as if the load had been
+  // refused (from H, its HBM image kept pinned), the recomputed chunks are saved again, and the
+  // store drops the object (transfer_result::corrupt). Sums missing where asked count as wrong.
+  void check_loads(const step_done& done) {
+    std::map<uint64_t, int32_t> failed; // request → lowest first token of a failed KV chunk
+    const bool all_sums = done.load_checksums.size() == step_load_checks.size();
+    for (size_t k = 0; k < step_load_checks.size(); ++k) {
+      const auto& c = step_load_checks[k];
+      if (!c.summed || (all_sums && done.load_checksums[k] == c.checksum))
+        continue;
+      step_finished[c.finished].corrupt = true;
+      ++stats.load_failures_total;
+      ++stats.load_checksum_failures_total;
+      auto [it, fresh] = failed.emplace(c.request_id, std::numeric_limits<int32_t>::max());
+      if (c.first_token >= 0)
+        it->second = std::min(it->second, c.first_token);
+    }
+    for (const auto& [id, lowest] : failed) {
+      auto r = requests.find(id);
+      auto u = step_undo.find(id);
+      if (r != requests.end() && u != step_undo.end())
+        undo_resume(r->second, u->second, lowest);
+    }
+    step_load_checks.clear();
+    step_undo.clear();
+  }
+
+  void undo_resume(request& r, const resume_undo& u, int32_t lowest) {
+    const uint64_t id = r.spec.request_id;
+    r.num_computed = u.computed;
+    r.needs_reset = u.needs_reset;
+    if (u.restore_hash) { // the HBM image at H stays pinned: the load step's unpin is taken back
+      step_unpins.erase(std::remove_if(step_unpins.begin(), step_unpins.end(),
+                                       [&](const image_unpin& x) { return x.request_id == id && x.hash == u.restore_hash; }),
+                        step_unpins.end());
+      r.restore_hash = u.restore_hash;
+      r.restore_units = u.restore_units;
+    }
+    if (u.image_hash) { // not an HBM checkpoint: its units take the image when the forward reaches B
+      step_ready.erase(std::remove(step_ready.begin(), step_ready.end(), u.image_hash), step_ready.end());
+      r.images.push_back({u.boundary, u.image_hash, u.image_units});
+      std::sort(r.images.begin(), r.images.end(),
+                [](const reserved_image& a, const reserved_image& b) { return a.position < b.position; });
+    }
+    if (lowest != std::numeric_limits<int32_t>::max())
+      r.save_watermark = std::min(r.save_watermark, lowest / opt.chunk_size * opt.chunk_size);
+    if (r.peer_lookup) {
+      --stats.pd_pulls_ok;
+      ++stats.pd_pulls_failed;
+    }
+    if (r.num_preemptions == 0) {
+      (r.peer_lookup ? r.from_peer : opt.host_tier_is_store ? r.from_store : r.from_cpu) = 0;
+      (opt.host_tier_is_store && !r.peer_lookup ? stats.prompt_tokens_from_store : stats.prompt_tokens_from_cpu) -=
+          u.loaded;
+      r.resume_at = u.computed;
+      r.reason_kind = resume_reason::host_load_failed;
+      r.reason = tier_name(r) + " load failed (bad_checksum, summed by the scatter on the device): recomputed from token " +
+                 std::to_string(u.computed);
+    }
   }
 
   void commits_for(request& r, std::vector<block_commit>& out) {
@@ -832,11 +917,21 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
       ++(refused ? d.stats.pd_pulls_failed : d.stats.pd_pulls_ok);
     if (!refused) {
       int32_t loaded_end = H;
+      impl::resume_undo undo{H, r.restore_hash, r.restore_units, r.needs_reset, B, 0, {}, 0};
+      bool checked = false;
       for (size_t k = i; k < j; ++k) {
         const auto& m = d.load_meta[k];
         const auto& g = done.loads[k];
         plan.loads.push_back({r.spec.request_id, m.object.key.kind, g.data_offset, g.data_bytes, m.units});
         d.step_finished.push_back({r.spec.request_id, m.object.key, false, true});
+        const bool kv = m.object.key.kind == static_cast<uint8_t>(object_kind::kv_chunk);
+        d.step_load_checks.push_back(
+            {r.spec.request_id, d.step_finished.size() - 1, g.summed, g.checksum, kv ? m.object.first_token : -1});
+        checked = checked || g.summed;
+        if (m.image_hash) {
+          undo.image_hash = m.image_hash;
+          undo.image_units = m.units;
+        }
         ++d.stats.loads_total;
         d.stats.bytes_loaded += static_cast<int64_t>(g.data_bytes);
         if (m.object.key.kind == static_cast<uint8_t>(object_kind::state_image)) {
@@ -865,6 +960,10 @@ std::optional<step_plan> scheduling::on_connector_step_done(const connector_step
         img = r.images.erase(img);
       }
       d.step_parked.push_back(r.spec.request_id);
+      if (r.num_preemptions == 0)
+        undo.loaded = loaded_end - H;
+      if (checked)
+        d.step_undo[r.spec.request_id] = std::move(undo);
       if (r.num_preemptions == 0) {
         const int32_t loaded = loaded_end - H;
         (r.peer_lookup ? r.from_peer : d.opt.host_tier_is_store ? r.from_store : r.from_cpu) = loaded;
@@ -953,6 +1052,7 @@ void scheduling::on_step_done(const step_done& done, double now_ms) {
   d.pending_unpins.insert(d.pending_unpins.end(), d.step_unpins.begin(), d.step_unpins.end());
   d.step_ready.clear();
   d.step_unpins.clear();
+  d.check_loads(done);
   // The gathers' checksums go with the commits (the store then does not hash the saved bytes).
   if (done.save_checksums.size() == d.step_save_finished.size())
     for (size_t k = 0; k < done.save_checksums.size(); ++k)

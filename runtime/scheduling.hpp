@@ -112,6 +112,7 @@ struct scheduler_stats {
   int64_t prompt_tokens_from_store = 0; // the same, when the host tier is a store server (host_tier_is_store)
   int64_t loads_total = 0;            // objects loaded
   int64_t load_failures_total = 0;    // objects whose load was refused (missing, corrupt): recomputed
+  int64_t load_checksum_failures_total = 0; // of those, loaded and then found corrupt by the device's sum
   int64_t saves_total = 0;            // objects saved
   int64_t save_failures_total = 0;    // reserves refused (no space)
   int64_t bytes_loaded = 0;

@@ -39,8 +39,8 @@ struct step_executor::impl {
   uint8_t* inputs = nullptr;  // device
   float* host_logits = nullptr;
   int32_t* host_tokens = nullptr;
-  uint64_t* host_sums = nullptr; // the saves' checksum sums, downloaded with the outputs
-  bool sum_saves = false;        // the gathers sum each save's checksum (every block_bytes % 8 == 0)
+  uint64_t* host_sums = nullptr; // the transfers' checksum sums, downloaded with the outputs
+  bool sum_transfers = false;    // gathers and scatters sum each object's checksum (block_bytes % 8 == 0)
 
   page_units units;
   std::unique_ptr<kernel_table> table;          // for the transfers' gathers and scatters
@@ -79,8 +79,7 @@ struct step_executor::impl {
     if (opt.host_arena) {
       table = make_kernel_table(dev);
       copy_fields = std::make_unique<unit_copy_fields>(m.kv_fields(), dev);
-      const auto& bb = copy_fields->block_bytes();
-      sum_saves = std::all_of(bb.begin(), bb.end(), [](uint64_t b) { return b % 8 == 0; });
+      sum_transfers = step_executor::sums_transfers(m.kv_fields());
       host_sums = static_cast<uint64_t*>(dev.alloc_host_pinned(8 * max_transfer_units));
     }
   }
@@ -253,6 +252,10 @@ step_executor::step_executor(device& dev, model& m, const step_executor_options&
 
 step_executor::~step_executor() = default;
 
+bool step_executor::sums_transfers(const std::vector<kv_field>& fields) {
+  return std::all_of(fields.begin(), fields.end(), [](const kv_field& f) { return f.block_bytes() % 8 == 0; });
+}
+
 namespace {
 
 // Enqueues on the device and reports each operation to the sink (when there is one), in the
@@ -386,7 +389,7 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   }
   // Transfers read their unit ids from the uploaded inputs, in plan order (loads, then saves).
   const int32_t* transfer_ids = d.dev_at<int32_t>(d.off_transfer_units);
-  // Transfer i's checksum sum (loads, then saves; only saves are summed so far).
+  // Transfer i's checksum sum (loads, then saves).
   uint64_t* const sums = reinterpret_cast<uint64_t*>(d.inputs + d.off_transfer_sums);
   size_t transfer_index = 0;
   auto transfer = [&](const unit_transfer& t, stream_kind stream, unit_copy_direction dir) {
@@ -394,7 +397,7 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
     auto n = static_cast<int32_t>(t.units.size());
     unit_copy_args args =
         chunk_copy_args(*d.copy_fields, transfer_ids, n, d.opt.host_arena + t.data_offset, dir, /*segment_major=*/kv);
-    if (d.sum_saves && dir == unit_copy_direction::gather)
+    if (d.sum_transfers)
       args.checksum = sums + transfer_index;
     d.table->unit_copy(stream, args);
     transfer_ids += n;
@@ -435,8 +438,8 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   }
 
   auto outputs = d.mdl.outputs();
-  const bool summed = d.sum_saves && !plan.saves.empty();
-  if (summed) // after the saves: compute waited for them above
+  const bool summed = d.sum_transfers && (!plan.loads.empty() || !plan.saves.empty());
+  if (summed) // after the transfers: compute waited for the loads before the forward, the saves above
     d.dev.copy_async(stream_kind::compute, d.host_sums, sums, 8 * (plan.loads.size() + plan.saves.size()));
   size_t num_samples = static_cast<size_t>(batch.num_samples);
   d.dev.copy_async(stream_kind::compute, d.host_logits, outputs.logits, 4 * num_samples * static_cast<size_t>(d.vocab));
@@ -457,12 +460,13 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   for (const auto& r : plan.requests)
     if (r.sample)
       samples.push_back({r.request_id, r.first_position + static_cast<int32_t>(r.token_ids.size()) - 1, 0, 0});
-  std::vector<uint64_t> save_bytes; // each save's object bytes, to finish its checksum
+  std::vector<uint64_t> object_bytes; // each transfer's object bytes (loads, then saves), to finish its checksum
   if (summed)
-    for (const auto& t : plan.saves)
-      save_bytes.push_back(t.data_bytes);
+    for (const auto* list : {&plan.loads, &plan.saves})
+      for (const auto& t : *list)
+        object_bytes.push_back(t.data_bytes);
   d.dev.host_callback(stream_kind::compute, [&d, header = plan.header, samples = std::move(samples), started,
-                                            save_bytes = std::move(save_bytes), first_save = plan.loads.size(),
+                                            object_bytes = std::move(object_bytes), loads = plan.loads.size(),
                                             on_done = std::move(on_done), sink = log.sink,
                                             untimed = std::move(log.untimed)]() mutable {
     if (sink)
@@ -475,8 +479,9 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
           XXH64(d.host_logits + i * static_cast<size_t>(d.vocab), 4 * static_cast<size_t>(d.vocab), 0);
     }
     done.samples = std::move(samples);
-    for (size_t k = 0; k < save_bytes.size(); ++k)
-      done.save_checksums.push_back(checksum_finish(d.host_sums[first_save + k], save_bytes[k]));
+    for (size_t k = 0; k < object_bytes.size(); ++k)
+      (k < loads ? done.load_checksums : done.save_checksums)
+          .push_back(checksum_finish(d.host_sums[k], object_bytes[k]));
     done.device_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     on_done(std::move(done));
   });

@@ -61,6 +61,10 @@ public:
   // fit the capacities or whose block tables do not cover its tokens; nothing is enqueued then.
   void execute(const step_plan& plan, std::function<void(step_done)> on_done);
 
+  // Whether a runner over these fields sums every transfer's object checksum in its gathers and
+  // scatters (step_done.save_checksums, load_checksums): every field block a multiple of 8 bytes.
+  static bool sums_transfers(const std::vector<kv_field>& fields);
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -552,6 +552,44 @@ TEST_CASE("host store: a commit with the writer's summed checksum records it; a 
   CHECK(f.pin(3) == pin_status::ok);
 }
 
+TEST_CASE("host store: a summing reader's pin checks the header only; its corrupt unpin drops the object") {
+  fixture f(16 * slot);
+  const size_t offset = f.put(1, 1000);
+  CHECK(f.store.test_corrupt(key(1), 10));
+  object_header h;
+  size_t at = 0;
+  // Hashing, the pin would fail; the summing reader gets it, with the recorded checksum.
+  REQUIRE(f.store.pin(key(1), fingerprint, boundary_of(1), h, at, /*hash_data=*/false) == pin_status::ok);
+  CHECK(at == offset);
+  // A second reader that hashes while it is pinned finds it wrong: refused, and marked.
+  CHECK(f.pin(1) == pin_status::bad_checksum);
+  CHECK(f.store.stats().checksum_failures_total == 1);
+  CHECK(f.store.contains(key(1))); // its first reader still holds it
+  CHECK(f.store.pin(key(1), fingerprint, boundary_of(1), h, at, false) == pin_status::bad_checksum);
+  // The summing reader found it wrong too: with its unpin the object goes (counted once).
+  CHECK(f.store.unpin_corrupt(key(1)));
+  CHECK_FALSE(f.store.contains(key(1)));
+  CHECK(f.store.stats().checksum_failures_total == 1);
+  CHECK_FALSE(f.store.unpin_corrupt(key(1)));
+  CHECK(f.store.check_invariants().empty());
+
+  // A good object: summed pins nest, a corrupt verdict waits for the last reader.
+  f.put(2, 1000);
+  REQUIRE(f.store.pin(key(2), fingerprint, boundary_of(2), h, at, false) == pin_status::ok);
+  REQUIRE(f.store.pin(key(2), fingerprint, boundary_of(2), h, at, false) == pin_status::ok);
+  store_step s;
+  s.unpins_corrupt = {key(2)};
+  CHECK(apply(&f.store, s).unpins_unpinned.empty());
+  CHECK(f.store.contains(key(2)));
+  CHECK(f.store.stats().checksum_failures_total == 2);
+  s.unpins_corrupt.clear();
+  s.unpins = {key(2)};
+  apply(&f.store, s);
+  CHECK_FALSE(f.store.contains(key(2)));
+  CHECK(f.store.check_invariants().empty());
+
+}
+
 TEST_CASE("object checksum: a sum of word terms whose value does not depend on the thread count") {
   std::vector<uint8_t> data(5 * checksum_piece_bytes + 12345);
   std::mt19937_64 rng(7);
@@ -646,6 +684,28 @@ store_step step_of(uint64_t seq) {
 }
 
 } // namespace
+
+TEST_CASE("host store apply: pins_summed answers with the recorded checksum and does not hash") {
+  fixture f(4 * slot);
+  auto reserve = step_of(1);
+  reserve.reserves.push_back(ref_for(51));
+  const auto r = apply(&f.store, reserve).done;
+  REQUIRE(r.reserves.size() == 1);
+  const uint64_t recorded = object_checksum(f.arena.data() + r.reserves[0].data_offset, slot_data);
+  auto commit = step_of(2);
+  commit.commits.push_back(ref_for(51).key);
+  apply(&f.store, commit);
+  CHECK(f.store.test_corrupt(ref_for(51).key, 5));
+  auto pin = step_of(3);
+  pin.pins.push_back(ref_for(51));
+  pin.pins_summed = true;
+  const auto done = apply(&f.store, pin).done;
+  REQUIRE(done.pins.size() == 1);
+  CHECK(done.pins[0].ok);
+  CHECK(done.pins[0].checksum == recorded); // the reader's scatter finds its sum differs
+  pin.pins_summed = false;                   // a hashing pin hashes, and finds the flipped byte
+  CHECK(apply(&f.store, pin).done.pins[0].status == "bad_checksum");
+}
 
 TEST_CASE("host store apply: a step reserves, the next commits, and a pin then finds the object") {
   fixture f(4 * slot);

@@ -204,6 +204,33 @@ TEST_CASE("offload_policy: a connector step becomes a store step: commits, abort
   CHECK(ss.commit_checksums.empty()); // nothing summed: the store hashes each commit
 }
 
+TEST_CASE("offload_policy: a node whose scatters sum pins without hashing; a corrupt load is dropped") {
+  auto o = options_64();
+  o.loads_summed = true;
+  offload_policy p(o);
+  connector_step step;
+  object_key a{ns, 1004, kv}, b{ns, 1011, state};
+  step.finished = {{1, a, false, true}, {1, b, false, true, false, 0, /*corrupt=*/true}};
+  step.loads = {{5, ref(1004, kv, 0, 256)}};
+  auto ss = p.to_store(step);
+  CHECK(ss.pins_summed);
+  CHECK(ss.unpins == std::vector<object_key>{a});
+  CHECK(ss.unpins_corrupt == std::vector<object_key>{b});
+  store_step_done done;
+  store_grant g;
+  g.key = step.loads[0].object.key;
+  g.ok = true, g.status = "ok", g.data_offset = 64, g.data_bytes = 100, g.checksum = 0x1234;
+  done.pins = {g};
+  auto cd = p.from_store(step, done);
+  REQUIRE(cd.loads.size() == 1);
+  CHECK(cd.loads[0].summed);
+  CHECK(cd.loads[0].checksum == 0x1234);
+  // Without sums the store hashes and the grant asks nothing of the step.
+  offload_policy plain(options_64());
+  CHECK_FALSE(plain.to_store(step).pins_summed);
+  CHECK_FALSE(plain.from_store(step, done).loads[0].summed);
+}
+
 TEST_CASE("offload_policy: commits carry the gathers' checksums only when every commit has one") {
   offload_policy p(options_64());
   connector_step step;

@@ -320,12 +320,20 @@ struct offload_harness {
   double now = 0;
   std::string granularity; // the store's, in every lookup and connector step answer (SPEC D2)
   bool sum_saves = false;  // step_done carries a checksum per save, as a runner whose gathers sum
+  // Loads granted as summed (checksum_of their offset), and step_done's sums: right unless
+  // `corrupt` picks the load.
+  bool sum_loads = false;
+  std::function<bool(const unit_transfer&)> corrupt = [](const unit_transfer&) { return false; };
 
   static uint64_t checksum_of(uint64_t data_offset) { return 0xc0de000000000000ull ^ data_offset; }
 
   explicit offload_harness(scheduler_options o) : sched(o), pool(o.num_blocks, o.block_size) {
-    grant = [this](const transfer_order& o, bool) {
+    grant = [this](const transfer_order& o, bool is_save) {
       transfer_grant g{o.request_id, o.object.key, true, "ok", next_offset, o.object.data_bytes, {}};
+      if (sum_loads && !is_save) {
+        g.summed = true;
+        g.checksum = checksum_of(g.data_offset);
+      }
       next_offset += o.object.data_bytes;
       return g;
     };
@@ -355,6 +363,9 @@ struct offload_harness {
     if (sum_saves)
       for (auto& s : plan.saves)
         done.save_checksums.push_back(checksum_of(s.data_offset));
+    if (sum_loads)
+      for (auto& l : plan.loads)
+        done.load_checksums.push_back(checksum_of(l.data_offset) ^ (corrupt(l) ? 1 : 0));
     sched.on_step_done(done, now += 1);
   }
 
@@ -694,6 +705,66 @@ std::function<transfer_grant(const transfer_order&, bool)> refusing(const offloa
 }
 
 } // namespace
+
+TEST_CASE("scheduling offload: a load whose scatter summed a wrong checksum is undone after its step") {
+  offload_harness h(hybrid_offload_options());
+  h.sum_loads = true;
+  int kv_loads = 0; // the second KV chunk loaded, [256, 512), sums wrong
+  h.corrupt = [&](const unit_transfer& l) { return l.kind == kv_kind && ++kv_loads == 2; };
+  h.add_held(1, 768, 4, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+
+  REQUIRE(h.turn());
+  const auto& t0 = h.turns[0];
+  REQUIRE(t0.connector);
+  REQUIRE(t0.connector->loads.size() == 4);
+  REQUIRE(t0.plan);
+  REQUIRE(t0.plan->loads.size() == 4); // all granted: issued, the request parked (no forward of it)
+  CHECK_FALSE(find_request(t0.plan, 1));
+  const object_key bad = t0.connector->loads[1].object.key; // KV chunk [256, 512): its sum comes back wrong
+  REQUIRE(t0.connector->loads[1].object.first_token == 256);
+
+  REQUIRE(h.turn());
+  const auto& t1 = h.turns[1];
+  REQUIRE(t1.connector);
+  int corrupt = 0, unpinned = 0;
+  for (auto& f : t1.connector->finished)
+    if (!f.is_save) {
+      CHECK(f.ok);
+      (f.corrupt ? corrupt : unpinned) += 1;
+      CHECK(f.corrupt == (f.key == bad));
+    }
+  CHECK(corrupt == 1);
+  CHECK(unpinned == 3);
+  auto* r = find_request(t1.plan, 1);
+  REQUIRE(r);
+  CHECK(r->first_position == 0); // back to its HBM point, not the boundary the loads reached
+  CHECK(r->reset_state);
+  CHECK(t1.plan->restores.empty());
+
+  h.run();
+  const auto& res = h.result(1);
+  CHECK(res.resume_at == 0);
+  CHECK(res.from_cpu == 0);
+  CHECK(res.reason.find("host tier load failed (bad_checksum, summed by the scatter on the device)") !=
+        std::string::npos);
+  CHECK(h.sched.stats().load_failures_total == 1);
+  CHECK(h.sched.stats().load_checksum_failures_total == 1);
+  CHECK(h.sched.stats().loads_total == 4);
+  CHECK(h.sched.stats().prompt_tokens_from_cpu == 0);
+  // The watermark went back to 256: the recomputed chunk [256, 512) is stored again.
+  auto kv_saves = kv_saves_of(h, 1);
+  CHECK(std::count(kv_saves.begin(), kv_saves.end(), 256) == 1);
+}
+
+TEST_CASE("scheduling offload: loads whose sums match resume at the boundary, as without sums") {
+  offload_harness h(hybrid_offload_options());
+  h.sum_loads = true;
+  h.add_held(1, 768, 4, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+  h.run();
+  CHECK(h.result(1).from_cpu > 0);
+  CHECK(h.sched.stats().load_failures_total == 0);
+  CHECK(h.sched.stats().loads_total == 4);
+}
 
 TEST_CASE("scheduling offload: SPEC C5, a refused load recomputes from the HBM point and saves that chunk again") {
   offload_harness h(hybrid_offload_options());
