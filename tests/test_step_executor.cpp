@@ -163,18 +163,33 @@ TEST_CASE("step executor: a save gathers a chunk object and a load scatters it b
   CHECK(save_then_clear_and_load(true, 17, 6) < 6);
 }
 
-TEST_CASE("step executor: each save's object checksum comes back in step_done, summed by its gather") {
-  auto dev = make_cpu_device({});
-  model m(tiny_dense(), *dev);
+namespace {
+
+// The tiny dense model on a CPU device, with a pinned host arena of `units` page units.
+struct host_tier {
+  std::unique_ptr<device> dev = make_cpu_device({});
+  model m{tiny_dense(), *dev};
   size_t unit_bytes = 0;
-  for (const auto& f : m.kv_fields())
-    unit_bytes += f.block_bytes();
-  auto* arena = static_cast<uint8_t*>(dev->alloc_host_pinned(5 * unit_bytes));
+  uint8_t* arena = nullptr;
   step_executor_options o{64, 4};
-  o.host_arena = arena;
-  o.host_arena_bytes = 5 * unit_bytes;
+  explicit host_tier(size_t units) {
+    for (const auto& f : m.kv_fields())
+      unit_bytes += f.block_bytes();
+    arena = static_cast<uint8_t*>(dev->alloc_host_pinned(units * unit_bytes));
+    o.host_arena = arena;
+    o.host_arena_bytes = units * unit_bytes;
+  }
+  ~host_tier() { dev->free_host_pinned(arena); }
+};
+
+} // namespace
+
+TEST_CASE("step executor: each save's object checksum comes back in step_done, summed by its gather") {
+  host_tier t(5);
+  const size_t unit_bytes = t.unit_bytes;
+  uint8_t* const arena = t.arena;
   {
-    step_executor exec(*dev, m, o);
+    step_executor exec(*t.dev, t.m, t.o);
     step_plan save;
     save.header = {1, 1};
     save.requests.push_back(prefill(1, 48, {0, 1, 2}));
@@ -192,21 +207,15 @@ TEST_CASE("step executor: each save's object checksum comes back in step_done, s
     next.requests.push_back(prefill(2, 16, {5}));
     CHECK(run(exec, next).save_checksums.empty());
   }
-  dev->free_host_pinned(arena);
 }
 
 TEST_CASE("step executor: a load skips blocks marked -1 (shared from the HBM index)") {
-  auto dev = make_cpu_device({});
-  model m(tiny_dense(), *dev);
-  size_t unit_bytes = 0;
-  for (const auto& f : m.kv_fields())
-    unit_bytes += f.block_bytes();
-  auto* arena = static_cast<uint8_t*>(dev->alloc_host_pinned(2 * unit_bytes));
-  step_executor_options o{64, 4};
-  o.host_arena = arena;
-  o.host_arena_bytes = 2 * unit_bytes;
+  host_tier t(2);
+  const size_t unit_bytes = t.unit_bytes;
+  uint8_t* const arena = t.arena;
+  const model& m = t.m;
   {
-    step_executor exec(*dev, m, o);
+    step_executor exec(*t.dev, t.m, t.o);
     step_plan save;
     save.header = {1, 1};
     save.requests.push_back(prefill(1, 32, {0, 1}));
@@ -227,7 +236,6 @@ TEST_CASE("step executor: a load skips blocks marked -1 (shared from the HBM ind
     bad.loads[0] = {2, static_cast<uint8_t>(object_kind::kv_chunk), 0, unit_bytes, {-2}};
     CHECK_THROWS_WITH(exec.execute(bad, [](step_done) {}), Catch::Contains("names unit -2"));
   }
-  dev->free_host_pinned(arena);
 }
 
 namespace {
