@@ -219,7 +219,8 @@ bool host_store::unpin(const object_key& key) {
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second.pins == 0)
     return false;
-  --it->second.pins;
+  if (--it->second.pins == 0)
+    it->second.hashed = false; // the next hashing pin hashes again, held or not
   to_lru_if_idle(key, it->second);
   return true;
 }
@@ -231,7 +232,8 @@ bool host_store::unpin_corrupt(const object_key& key) {
   if (!it->second.corrupt)
     ++stats_.checksum_failures_total;
   it->second.corrupt = true;
-  --it->second.pins;
+  if (--it->second.pins == 0)
+    it->second.hashed = false;
   to_lru_if_idle(key, it->second);
   return true;
 }
@@ -258,12 +260,11 @@ bool host_store::release_hold(const object_key& key) {
   return true;
 }
 
-// An object nobody pins or holds goes back on the LRU, as the most recently used (its next
-// hashing pin hashes again); a corrupt one is dropped instead.
+// An object nobody pins or holds goes back on the LRU, as the most recently used; a corrupt one
+// is dropped instead.
 void host_store::to_lru_if_idle(const object_key& key, object& o) {
   if (o.pins != 0 || o.holds != 0 || o.on_lru)
     return;
-  o.hashed = false;
   if (o.corrupt) {
     drop(key);
     ++num_dropped_;

@@ -145,7 +145,7 @@ private:
     bool committed = false;
     int32_t pins = 0;
     int32_t holds = 0;
-    bool hashed = false;  // a hashing pin verified the data in the current pinned period
+    bool hashed = false;  // a hashing pin verified the data since pins last went from 0
     bool corrupt = false; // a reader found the data wrong: no more pins, dropped when idle
     bool on_lru = false;
     std::list<object_key>::iterator lru_pos;

@@ -590,6 +590,19 @@ TEST_CASE("host store: a summing reader's pin checks the header only; its corrup
 
 }
 
+TEST_CASE("host store: a held object is hashed again by the first hashing pin after its pins went to 0") {
+  fixture f(16 * slot);
+  f.put(1, 1000);
+  REQUIRE(f.store.hold(key(1))); // a P/D lease keeps it off the LRU throughout
+  CHECK(f.pin(1) == pin_status::ok);
+  CHECK(f.store.unpin(key(1)));
+  CHECK(f.store.test_corrupt(key(1), 3));
+  CHECK(f.pin(1) == pin_status::bad_checksum);
+  CHECK(f.store.release_hold(key(1)));
+  CHECK_FALSE(f.store.contains(key(1))); // dropped with its last hold
+  CHECK(f.store.check_invariants().empty());
+}
+
 TEST_CASE("object checksum: a sum of word terms whose value does not depend on the thread count") {
   std::vector<uint8_t> data(5 * checksum_piece_bytes + 12345);
   std::mt19937_64 rng(7);
