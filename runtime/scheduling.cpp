@@ -1047,12 +1047,13 @@ void scheduling::on_step_done(const step_done& done, double now_ms) {
                            std::to_string(done.header.seq) + ") does not answer the step in flight");
   ++d.stats.num_steps;
   d.loop = loop_state::idle;
+  // First: an undone resume takes back its image's READY and its HBM image's unpin from this step.
+  d.check_loads(done);
   d.stats.checkpoints_kept += static_cast<int64_t>(d.step_ready.size());
   d.pending_ready.insert(d.pending_ready.end(), d.step_ready.begin(), d.step_ready.end());
   d.pending_unpins.insert(d.pending_unpins.end(), d.step_unpins.begin(), d.step_unpins.end());
   d.step_ready.clear();
   d.step_unpins.clear();
-  d.check_loads(done);
   // The gathers' checksums go with the commits (the store then does not hash the saved bytes).
   if (done.save_checksums.size() == d.step_save_finished.size())
     for (size_t k = 0; k < done.save_checksums.size(); ++k)

@@ -735,6 +735,10 @@ TEST_CASE("scheduling offload: a load whose scatter summed a wrong checksum is u
     }
   CHECK(corrupt == 1);
   CHECK(unpinned == 3);
+  // The image the loaded state would have become stays COPYING: the pool step after the load
+  // step marks nothing READY (the state image loaded fine, but the resume it belongs to is undone).
+  REQUIRE(t0.plan->restores.size() == 1);
+  CHECK(t1.pool.images_ready.empty());
   auto* r = find_request(t1.plan, 1);
   REQUIRE(r);
   CHECK(r->first_position == 0); // back to its HBM point, not the boundary the loads reached
@@ -754,6 +758,38 @@ TEST_CASE("scheduling offload: a load whose scatter summed a wrong checksum is u
   // The watermark went back to 256: the recomputed chunk [256, 512) is stored again.
   auto kv_saves = kv_saves_of(h, 1);
   CHECK(std::count(kv_saves.begin(), kv_saves.end(), 256) == 1);
+}
+
+TEST_CASE("scheduling offload: an undone hybrid resume keeps its HBM image pinned and restores it") {
+  offload_harness h(hybrid_offload_options());
+  h.add(1, 300, 1); // HBM: KV of [0, 256) and a READY state image at 256
+  h.run();
+  h.sum_loads = true;
+  h.corrupt = [](const unit_transfer& l) { return l.kind == kv_kind; }; // every KV chunk sums wrong
+  h.add_held(2, 768, 2, host_has(64, 256, 3, {256, 512, 704, 768}, 768));
+  const size_t first = h.turns.size();
+  REQUIRE(h.turn()); // admission with the HBM hit at 256, and the loads up to 704
+  const auto& t0 = h.turns[first];
+  REQUIRE(t0.pool_done.results.size() == 1);
+  const uint64_t hbm_image = t0.pool_done.results[0].restore_hash;
+  REQUIRE(hbm_image != 0);
+  REQUIRE(t0.plan);
+  REQUIRE_FALSE(t0.plan->loads.empty());
+  CHECK_FALSE(find_request(t0.plan, 2));
+  REQUIRE(h.turn()); // the pool step after the load step, then the first forward of request 2
+  const auto& t1 = h.turns[first + 1];
+  for (const auto& u : t1.pool.unpins)
+    CHECK(u.hash != hbm_image); // still pinned: the recompute restores it
+  auto* r = find_request(t1.plan, 2);
+  REQUIRE(r);
+  CHECK(r->first_position == 256);
+  CHECK_FALSE(r->reset_state);
+  REQUIRE(t1.plan->restores.size() == 1);
+  CHECK(t1.plan->restores[0].position == 256);
+  h.run();
+  CHECK(h.result(2).resume_at == 256);
+  CHECK(h.result(2).from_cpu == 0);
+  CHECK(h.pool.check_invariants().empty());
 }
 
 TEST_CASE("scheduling offload: loads whose sums match resume at the boundary, as without sums") {
