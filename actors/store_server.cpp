@@ -388,10 +388,7 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
         st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
         return st.io.refuse(self, "store_step_done", why);
       }
-      if (!step.commit_checksums.empty() && step.commit_checksums.size() != step.commits.size()) {
-        const std::string why = "store_step has " + std::to_string(step.commit_checksums.size()) +
-                                " commit checksums for " + std::to_string(step.commits.size()) +
-                                " commits: send one per commit, or none";
+      if (const std::string why = store_step_problem(step); !why.empty()) {
         spdlog::error("store: engine {}: {}", s.engine_id, why);
         st.shared->update([](store_server_view& v) { ++v.requests_refused_total; });
         return st.io.refuse(self, "store_step_done", why);
@@ -401,27 +398,22 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
       store_step own = step;
       auto held_pin = [&](const object_key& k) { return s.pins.count(k) != 0; };
       auto held_res = [&](const object_key& k) { return s.reservations.count(k) != 0; };
-      own.unpins.clear();
+      // Unpins and corrupt unpins together release at most the pins the session holds.
       std::unordered_map<object_key, int32_t, object_key_hash> unpinning;
-      for (const auto& k : step.unpins) {
-        if (held_pin(k) && unpinning[k] < s.pins[k]) {
-          ++unpinning[k];
-          own.unpins.push_back(k);
-        } else {
-          spdlog::warn("store: engine {}: unpin of an object it has not pinned (hash {:016x}) skipped", s.engine_id,
-                       k.hash);
+      auto keep_held = [&](const std::vector<object_key>& asked, std::vector<object_key>& kept, const char* what) {
+        kept.clear();
+        for (const auto& k : asked) {
+          if (held_pin(k) && unpinning[k] < s.pins[k]) {
+            ++unpinning[k];
+            kept.push_back(k);
+          } else {
+            spdlog::warn("store: engine {}: {} of an object it has not pinned (hash {:016x}) skipped", s.engine_id,
+                         what, k.hash);
+          }
         }
-      }
-      own.unpins_corrupt.clear(); // the same rule: only its own pins
-      for (const auto& k : step.unpins_corrupt) {
-        if (held_pin(k) && unpinning[k] < s.pins[k]) {
-          ++unpinning[k];
-          own.unpins_corrupt.push_back(k);
-        } else {
-          spdlog::warn("store: engine {}: corrupt unpin of an object it has not pinned (hash {:016x}) skipped",
-                       s.engine_id, k.hash);
-        }
-      }
+      };
+      keep_held(step.unpins, own.unpins, "unpin");
+      keep_held(step.unpins_corrupt, own.unpins_corrupt, "corrupt unpin");
       own.aborts.clear();
       for (const auto& k : step.aborts) {
         if (held_res(k))

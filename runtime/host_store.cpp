@@ -467,13 +467,19 @@ store_grant reserve_one(host_store* store, const object_ref& o) {
 
 } // namespace
 
+std::string store_step_problem(const store_step& step) {
+  if (step.commit_checksums.empty() || step.commit_checksums.size() == step.commits.size())
+    return {};
+  return "store_step has " + std::to_string(step.commit_checksums.size()) + " commit checksums for " +
+         std::to_string(step.commits.size()) + " commits: send one per commit, or none";
+}
+
 store_step_applied apply(host_store* store, const store_step& step, std::optional<uint64_t> evict_namespace) {
   store_step_applied out;
   out.done.header = step.header;
   if (store) {
-    if (!step.commit_checksums.empty() && step.commit_checksums.size() != step.commits.size())
-      throw std::invalid_argument("store_step has " + std::to_string(step.commit_checksums.size()) +
-                                  " commit checksums for " + std::to_string(step.commits.size()) + " commits");
+    if (const std::string why = store_step_problem(step); !why.empty())
+      throw std::invalid_argument(why);
     for (size_t i = 0; i < step.commits.size(); ++i) {
       const std::optional<uint64_t> summed =
           step.commit_checksums.empty() ? std::nullopt : std::optional<uint64_t>(step.commit_checksums[i]);

@@ -173,6 +173,10 @@ struct store_step_applied {
   std::vector<object_key> unpins_unpinned;    // unpin of an object that is not pinned (or corrupt)
 };
 
+// What makes a store step unusable ("" if nothing): commit_checksums neither empty nor one per
+// commit. apply() throws std::invalid_argument with it; a store server refuses the step.
+std::string store_step_problem(const store_step& step);
+
 // Applies one store step in the order messages/store.hpp gives. A pin whose stored header
 // describes other tokens than its order is unpinned again and refused.
 // NOTE(no-arena): `store` null (connector none) stores nothing: pins answer missing, reserves

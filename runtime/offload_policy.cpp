@@ -120,8 +120,9 @@ connector_step_done offload_policy::from_store(const connector_step& step, const
   out.stats = done.stats;
   out.num_evicted = done.num_evicted;
   out.granularity = done.granularity;
-  auto grants = [&](const std::vector<transfer_order>& orders, bool allowed, const std::vector<store_grant>& answers,
-                    const char* refused, std::vector<transfer_grant>& into) {
+  // `summed`: the step's scatters check the granted data against the store's checksum.
+  auto grants = [&](const std::vector<transfer_order>& orders, bool allowed, bool summed,
+                    const std::vector<store_grant>& answers, const char* refused, std::vector<transfer_grant>& into) {
     if (allowed && answers.size() != orders.size())
       throw std::logic_error("store_step_done answers " + std::to_string(answers.size()) + " of " +
                              std::to_string(orders.size()) + " orders");
@@ -134,7 +135,7 @@ connector_step_done offload_policy::from_store(const connector_step& step, const
         g.status = answers[i].status;
         g.data_offset = answers[i].data_offset;
         g.data_bytes = answers[i].data_bytes;
-        if (&into == &out.loads && opt_.loads_summed && g.ok) { // the step's scatter checks the data
+        if (summed && g.ok) {
           g.summed = true;
           g.checksum = answers[i].checksum;
         }
@@ -144,8 +145,8 @@ connector_step_done offload_policy::from_store(const connector_step& step, const
       into.push_back(std::move(g));
     }
   };
-  grants(step.loads, opt_.loads, done.pins, "kv_role kv_producer does not load", out.loads);
-  grants(step.saves, opt_.saves, done.reserves, "kv_role kv_consumer does not save", out.saves);
+  grants(step.loads, opt_.loads, opt_.loads_summed, done.pins, "kv_role kv_producer does not load", out.loads);
+  grants(step.saves, opt_.saves, false, done.reserves, "kv_role kv_consumer does not save", out.saves);
   for (size_t i = 0; i < step.leases.size(); ++i)
     out.leases.push_back({step.leases[i].request_id, i < done.leased.size() ? done.leased[i] : 0, opt_.lease_ms});
   return out;

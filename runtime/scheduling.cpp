@@ -193,7 +193,7 @@ struct scheduling::impl {
       step_finished[c.finished].corrupt = true;
       ++stats.load_failures_total;
       ++stats.load_checksum_failures_total;
-      auto [it, fresh] = failed.emplace(c.request_id, std::numeric_limits<int32_t>::max());
+      auto it = failed.emplace(c.request_id, std::numeric_limits<int32_t>::max()).first;
       if (c.first_token >= 0)
         it->second = std::min(it->second, c.first_token);
     }

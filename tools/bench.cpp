@@ -512,6 +512,24 @@ int run_bench_offload(const bench_offload_options& o) {
         a.checksum = sums_d + c;
       table->unit_copy(to_host ? stream_kind::save : stream_kind::load, a);
     };
+    // One round's transfers: a kernel per chunk into its granted bytes, then one synchronize.
+    // Summed: the sums are zeroed first, and come back as each chunk's finished checksum.
+    auto transfer_all = [&](const std::vector<store_grant>& grants, uint8_t* base, bool to_host, bool summed) {
+      const stream_kind stream = to_host ? stream_kind::save : stream_kind::load;
+      const size_t sums_bytes = 8 * static_cast<size_t>(o.chunks);
+      if (summed)
+        dev->copy_async(stream, sums_d, zeros_h, sums_bytes);
+      for (int32_t c = 0; c < o.chunks; ++c)
+        launch(c, base + grants[static_cast<size_t>(c)].data_offset, to_host, summed);
+      if (summed)
+        dev->copy_async(stream, sums_h, sums_d, sums_bytes);
+      dev->synchronize();
+      std::vector<uint64_t> checksums;
+      if (summed)
+        for (int32_t c = 0; c < o.chunks; ++c)
+          checksums.push_back(checksum_finish(sums_h[c], chunk_bytes));
+      return checksums;
+    };
 
     // One path = a store taking store steps as a node's connector sends them: one step per round
     // (engine step), carrying the previous round's commits (or unpins) with this round's reserves
@@ -560,17 +578,7 @@ int run_bench_offload(const bench_offload_options& o) {
         auto t0 = clock_type::now();
         auto d = send(std::move(s));
         granted(d.reserves, "reserve");
-        if (summed)
-          dev->copy_async(stream_kind::save, sums_d, zeros_h, 8 * static_cast<size_t>(o.chunks));
-        for (int32_t c = 0; c < o.chunks; ++c)
-          launch(c, base + d.reserves[static_cast<size_t>(c)].data_offset, true, summed);
-        if (summed)
-          dev->copy_async(stream_kind::save, sums_h, sums_d, 8 * static_cast<size_t>(o.chunks));
-        dev->synchronize();
-        checksums.clear();
-        if (summed)
-          for (int32_t c = 0; c < o.chunks; ++c)
-            checksums.push_back(checksum_finish(sums_h[c], chunk_bytes));
+        checksums = transfer_all(d.reserves, base, true, summed);
         if (r >= 0)
           t.save = std::min(t.save, seconds_since(t0));
       }
@@ -588,17 +596,10 @@ int run_bench_offload(const bench_offload_options& o) {
         auto t0 = clock_type::now();
         auto d = send(std::move(s));
         granted(d.pins, "pin");
-        if (summed)
-          dev->copy_async(stream_kind::load, sums_d, zeros_h, 8 * static_cast<size_t>(o.chunks));
-        for (int32_t c = 0; c < o.chunks; ++c)
-          launch(c, base + d.pins[static_cast<size_t>(c)].data_offset, false, summed);
-        if (summed)
-          dev->copy_async(stream_kind::load, sums_h, sums_d, 8 * static_cast<size_t>(o.chunks));
-        dev->synchronize();
-        if (summed) // the verdicts a node's step checks before its parked requests run
-          for (int32_t c = 0; c < o.chunks; ++c)
-            if (checksum_finish(sums_h[c], chunk_bytes) != d.pins[static_cast<size_t>(c)].checksum)
-              throw std::runtime_error("load of chunk " + std::to_string(c) + ": the scatter's checksum differs");
+        const auto loaded = transfer_all(d.pins, base, false, summed);
+        for (size_t c = 0; c < loaded.size(); ++c) // the verdicts a node's step checks before its parked requests run
+          if (loaded[c] != d.pins[c].checksum)
+            throw std::runtime_error("load of chunk " + std::to_string(c) + ": the scatter's checksum differs");
         if (r >= 0)
           t.load = std::min(t.load, seconds_since(t0));
       }
