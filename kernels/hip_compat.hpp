@@ -13,15 +13,21 @@
 #define ORDO_DEVICE_TRAP() abort()
 // gfx90a's matrix cores have no TF32 operands: device.matmul = "tf32" is refused on AMD.
 #define ORDO_HAS_TF32_MMA 0
+// The bf16 kernel (kernels/hip/matmul_bf16.hip) is written against the WMMA API, which HIP on
+// gfx90a lacks: model.weight_dtype = "bf16" is refused on AMD.
+#define ORDO_HAS_BF16_MMA 0
 #else
 #include <cuda_runtime.h>
 #define ORDO_GPU_VENDOR "nvidia"
 #define ORDO_WARP_SIZE 32
 #define ORDO_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
 #define ORDO_DEVICE_TRAP() __trap()
-// Hopper's tensor cores through the WMMA API: 16×16×8 TF32 tiles with fp32 accumulators.
+// Hopper's tensor cores through the WMMA API: 16×16×8 TF32 tiles with fp32 accumulators,
+// and 16×16×16 bf16 tiles (model.weight_dtype = "bf16").
+#include <cuda_bf16.h>
 #include <mma.h>
 #define ORDO_HAS_TF32_MMA 1
+#define ORDO_HAS_BF16_MMA 1
 
 using hipError_t = cudaError_t;
 using hipStream_t = cudaStream_t;

@@ -20,7 +20,15 @@ namespace ordo {
 enum class matmul_mode : uint8_t { exact, tf32 };
 const char* to_string(matmul_mode m);
 
-// y[r, 0:out] (+)= x[r, 0:in] · W[out × in]ᵀ
+// How the matmul weights are stored (model.weight_dtype). `bf16`: W held as bf16 (half the bytes
+// a decode step streams), multiplied on the matrix units with x rounded to bf16 and fp32
+// accumulation, k in a fixed ascending order with no split-K: batch-invariant and deterministic on
+// one kind of GPU, not equal to the CPU; device.matmul then has no say.
+enum class weight_dtype : uint8_t { fp32, bf16 };
+const char* to_string(weight_dtype d);
+
+// y[r, 0:out] (+)= x[r, 0:in] · W[out × in]ᵀ. W is `w` (fp32), or `w_bf16` (the bits of bf16
+// values) when the model's weights are bf16; exactly one of them is set.
 struct matmul_args {
   const float* x = nullptr;
   int64_t ldx = 0;
@@ -29,6 +37,7 @@ struct matmul_args {
   int64_t ldy = 0;
   int32_t rows = 0, in = 0, out = 0;
   bool accumulate = false;
+  const uint16_t* w_bf16 = nullptr;
 };
 
 // y = x / rms(x) * w

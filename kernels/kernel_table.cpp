@@ -11,6 +11,7 @@
 namespace ordo {
 
 const char* to_string(matmul_mode m) { return m == matmul_mode::tf32 ? "tf32" : "exact"; }
+const char* to_string(weight_dtype d) { return d == weight_dtype::bf16 ? "bf16" : "fp32"; }
 
 std::unique_ptr<kernel_table> make_kernel_table(device& dev, const kernel_options& options) {
   if (dev.runs_host_work()) {
@@ -18,6 +19,10 @@ std::unique_ptr<kernel_table> make_kernel_table(device& dev, const kernel_option
       throw std::invalid_argument(std::string("device.matmul = \"") + to_string(options.matmul) +
                                   "\": the CPU device computes every matmul exactly; " +
                                   "tf32 needs device.kind = \"hip\" on a GPU with TF32 matrix units");
+    if (options.weights != weight_dtype::fp32)
+      throw std::invalid_argument(std::string("model.weight_dtype = \"") + to_string(options.weights) +
+                                  "\": the CPU device computes every matmul exactly on fp32 weights; " +
+                                  "bf16 weights need device.kind = \"hip\" on a GPU with bf16 matrix units");
     return make_cpu_kernel_table(dev);
   }
   if (const gpu_backend* gpu = find_gpu_backend())

@@ -14,6 +14,7 @@ namespace ordo {
 
 struct kernel_options {
   matmul_mode matmul = matmul_mode::exact;
+  weight_dtype weights = weight_dtype::fp32; // bf16: matmuls take w_bf16 on the matrix units
 };
 
 class kernel_table {
@@ -48,7 +49,7 @@ public:
 // The table for `dev`: the CPU reference table when dev.runs_host_work(), else the one of the GPU
 // backend registered through runtime/device_registry.hpp; throws std::invalid_argument for a
 // device without a kernel table yet, or one that cannot honour `options` (tf32 needs a GPU with
-// TF32 matrix units).
+// TF32 matrix units, bf16 weights one with bf16 matrix units).
 std::unique_ptr<kernel_table> make_kernel_table(device& dev, const kernel_options& options = {});
 
 } // namespace ordo

@@ -38,7 +38,7 @@ const toml_config::schema& node_schema() {
   static const toml_config::schema s = [] {
     toml_config::schema x;
     x.sections = {
-      {"model", {"preset", "size", "seed", "kv_dtype"}},
+      {"model", {"preset", "size", "seed", "kv_dtype", "weight_dtype"}},
       {"device", {"kind", "chaos_seed", "matmul"}},
       {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
       {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
@@ -53,7 +53,7 @@ const toml_config::schema& node_schema() {
       {"trace", {"path", "node"}},
       {"faults", {"drop_edge", "corrupt_commits"}},
     };
-    x.string_keys = {"model.preset",       "model.size",         "model.kv_dtype",     "device.kind",
+    x.string_keys = {"model.preset",       "model.size",         "model.kv_dtype",     "model.weight_dtype", "device.kind",
                      "device.matmul",      "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config",
                      "store.address",      "store.transport",    "store.expect_identity", "node.engine_id",
                      "server.host",        "server.api_key",     "server.admin_key",   "log.level",
@@ -77,6 +77,8 @@ const std::vector<std::pair<model_size, std::string>> size_names = {{model_size:
                                                                     {model_size::b1, "1b"}};
 const std::vector<std::pair<kv_dtype, std::string>> dtype_names = {
     {kv_dtype::fp32, "fp32"}, {kv_dtype::bf16, "bf16"}, {kv_dtype::fp8, "fp8"}};
+const std::vector<std::pair<weight_dtype, std::string>> weight_dtype_names = {{weight_dtype::fp32, "fp32"},
+                                                                              {weight_dtype::bf16, "bf16"}};
 const std::vector<std::pair<device_kind, std::string>> device_kind_names = {{device_kind::cpu, "cpu"},
                                                                           {device_kind::hip, "hip"}};
 const std::vector<std::pair<matmul_mode, std::string>> matmul_names = {{matmul_mode::exact, "exact"},
@@ -283,6 +285,7 @@ node_config from_table(const toml::table& root) {
   cfg.model_seed = static_cast<uint64_t>(
       r.integer("model", "seed", 0, 0, i64_max, "a non-negative integer"));
   r.choice("model", "kv_dtype", cfg.kv, dtype_names);
+  r.choice("model", "weight_dtype", cfg.weights, weight_dtype_names);
 
   r.choice("device", "kind", cfg.device_kind, device_kind_names);
   cfg.chaos_seed = static_cast<uint64_t>(
@@ -389,6 +392,12 @@ void validate(const node_config& cfg) {
   if (cfg.matmul != matmul_mode::exact && cfg.device_kind != device_kind::hip)
     fail("device.matmul = " + in_quotes(name_of(matmul_names, cfg.matmul)) + ": needs device.kind = \"hip\" (device.kind = " +
          in_quotes(to_string(cfg.device_kind)) + " computes every matmul exactly)");
+  if (cfg.weights == weight_dtype::bf16 && cfg.device_kind != device_kind::hip)
+    fail("model.weight_dtype = \"bf16\": needs device.kind = \"hip\" (bf16 weights are multiplied on the GPU's matrix "
+         "units; device.kind = " + in_quotes(to_string(cfg.device_kind)) + " computes on fp32 weights)");
+  if (cfg.weights == weight_dtype::bf16 && cfg.matmul != matmul_mode::exact)
+    fail("model.weight_dtype = \"bf16\" with device.matmul = " + in_quotes(name_of(matmul_names, cfg.matmul)) +
+         ": bf16 weights always take the bf16 matrix units; device.matmul chooses for fp32 weights, leave it \"exact\"");
 
   const int32_t b = cfg.block_size;
   if (b < 4 || b > 256 || (b & (b - 1)) != 0)
@@ -471,7 +480,8 @@ std::string describe(const node_config& cfg) {
   std::ostringstream os;
   os << "model.preset=" << name_of(preset_names, cfg.preset)
      << " model.size=" << name_of(size_names, cfg.size) << " model.seed=" << cfg.model_seed
-     << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " device.kind=" << to_string(cfg.device_kind)
+     << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " model.weight_dtype=" << name_of(weight_dtype_names, cfg.weights)
+     << " device.kind=" << to_string(cfg.device_kind)
      << " device.chaos_seed=" << cfg.chaos_seed << " device.matmul=" << name_of(matmul_names, cfg.matmul) << " cache.block_size=" << cfg.block_size
      << " cache.chunk_size=" << cfg.chunk_size << " cache.num_blocks=" << cfg.num_blocks
      << " cache.checkpoint_interval=" << cfg.checkpoint_interval
@@ -572,6 +582,7 @@ model_options to_model_options(const node_config& cfg) {
   o.max_batch_tokens = cfg.max_batch_tokens;
   o.max_state_slots = cfg.max_num_seqs; // every running request may hold a state slot
   o.matmul = cfg.matmul;
+  o.weights = cfg.weights;
   return o;
 }
 

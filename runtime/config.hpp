@@ -37,6 +37,7 @@ struct node_config {
   model_size size = model_size::tiny;
   uint64_t model_seed = 0;
   kv_dtype kv = kv_dtype::fp32;
+  weight_dtype weights = weight_dtype::fp32; // bf16: matmul weights as bf16 on the matrix units (hip only)
   // [device]
   ordo::device_kind device_kind = ordo::device_kind::cpu;
   uint64_t chaos_seed = 0;         // 0 = off

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -66,12 +67,32 @@ float weight_value(uint64_t seed, uint64_t id, uint64_t index, init_kind how, in
 
 constexpr size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// fp32 → bf16 bits, round to nearest even (the generated weights are finite).
+uint16_t bf16_bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+// A matmul's weight: fp32, or the bits of bf16 values when model.weight_dtype = bf16 (exactly
+// one is set).
+struct matrix {
+  const float* f32 = nullptr;
+  const uint16_t* bf16 = nullptr;
+};
+
+matmul_args mm(const float* x, int64_t ldx, const matrix& w, float* y, int64_t ldy, int32_t rows, int32_t in,
+               int32_t out, bool accumulate) {
+  return {x, ldx, w.f32, y, ldy, rows, in, out, accumulate, w.bf16};
+}
+
 struct layer_state {
   layer_kind kind;
   // weights
-  float *ln1 = nullptr, *ln2 = nullptr, *wqkv = nullptr, *wo = nullptr, *wgu = nullptr, *wdown = nullptr;
-  float *gdn_in = nullptr, *gdn_abg = nullptr, *gdn_conv = nullptr, *gdn_a_bias = nullptr;
-  float *ple_table = nullptr, *ple_conv = nullptr, *ple_up = nullptr;
+  float *ln1 = nullptr, *ln2 = nullptr;
+  matrix wqkv, wo, wgu, wdown, gdn_in, gdn_abg, ple_up;
+  float *gdn_conv = nullptr, *gdn_a_bias = nullptr, *ple_table = nullptr, *ple_conv = nullptr;
   int32_t qkv_width = 0; // output width of wqkv (sparse layers add index q and k)
   // KV arena regions (attention layers)
   void *k = nullptr, *v = nullptr;
@@ -90,7 +111,8 @@ struct model::impl {
   std::unique_ptr<kernel_table> kernels;
   std::vector<void*> allocations;
 
-  float *embed = nullptr, *final_norm = nullptr, *lm_head = nullptr, *rope_table = nullptr;
+  float *embed = nullptr, *final_norm = nullptr, *rope_table = nullptr;
+  matrix lm_head;
   std::vector<layer_state> layers;
   std::vector<kv_field> kv_fields;
   state_layout state;
@@ -140,8 +162,21 @@ void model::impl::validate() const {
         std::to_string(options.block_size));
 }
 
+// Every tensor in one fp32 allocation, except the matmul weights (init_kind::linear, `matrix`
+// targets) when model.weight_dtype = bf16: those go, rounded to nearest even, into one bf16
+// allocation. The values are generated in fp32 either way, so a bf16 model is the fp32 model's
+// weights rounded.
 void model::impl::build_weights() {
-  struct spec { float** dst; uint64_t id; size_t count; init_kind how; int32_t fan_in; };
+  struct spec {
+    float** dst; // or
+    matrix* mdst;
+    uint64_t id;
+    size_t count;
+    init_kind how;
+    int32_t fan_in;
+    spec(float** d, uint64_t i, size_t c, init_kind h, int32_t f) : dst(d), mdst(nullptr), id(i), count(c), how(h), fan_in(f) {}
+    spec(matrix* d, uint64_t i, size_t c, init_kind h, int32_t f) : dst(nullptr), mdst(d), id(i), count(c), how(h), fan_in(f) {}
+  };
   std::vector<spec> specs;
   const model_dims& d = dims;
   const size_t dm = d.d_model;
@@ -175,19 +210,37 @@ void model::impl::build_weights() {
       specs.push_back({&L.ple_up, tensor_id(l, t_ple_up), dm * d.ple_dim, init_kind::linear, 4 * d.ple_dim});
     }
   }
-  size_t total = 0;
+  const bool bf16 = options.weights == weight_dtype::bf16;
+  const auto in_bf16 = [&](const spec& s) { return bf16 && s.mdst != nullptr; };
+  size_t total = 0, total16 = 0;
   std::vector<size_t> offsets;
   for (const spec& s : specs) {
-    offsets.push_back(total);
-    total += align_up(s.count, 64); // 256-byte aligned tensors
+    size_t& t = in_bf16(s) ? total16 : total;
+    offsets.push_back(t);
+    t += align_up(s.count, in_bf16(s) ? 128 : 64); // 256-byte aligned tensors
   }
   std::vector<float> host(total, 0.0f);
+  std::vector<uint16_t> host16(total16, 0);
   for (size_t i = 0; i < specs.size(); ++i)
-    for (size_t e = 0; e < specs[i].count; ++e)
-      host[offsets[i] + e] = weight_value(options.seed, specs[i].id, e, specs[i].how, specs[i].fan_in);
+    for (size_t e = 0; e < specs[i].count; ++e) {
+      const float v = weight_value(options.seed, specs[i].id, e, specs[i].how, specs[i].fan_in);
+      if (in_bf16(specs[i]))
+        host16[offsets[i] + e] = bf16_bits(v);
+      else
+        host[offsets[i] + e] = v;
+    }
   float* dev_weights = alloc_floats(total);
-  for (size_t i = 0; i < specs.size(); ++i) *specs[i].dst = dev_weights + offsets[i];
+  uint16_t* dev_weights16 = static_cast<uint16_t*>(alloc(total16 * sizeof(uint16_t)));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].dst != nullptr)
+      *specs[i].dst = dev_weights + offsets[i];
+    else if (in_bf16(specs[i]))
+      specs[i].mdst->bf16 = dev_weights16 + offsets[i];
+    else
+      specs[i].mdst->f32 = dev_weights + offsets[i];
+  }
   dev.copy_async(stream_kind::load, dev_weights, host.data(), total * sizeof(float));
+  if (total16 > 0) dev.copy_async(stream_kind::load, dev_weights16, host16.data(), total16 * sizeof(uint16_t));
   dev.synchronize();
 }
 
@@ -320,7 +373,7 @@ model::model(const model_options& options, device& dev) : impl_(std::make_unique
   I.geometry.has_recurrent_state =
       I.dims.ple || std::count(I.dims.layers.begin(), I.dims.layers.end(), layer_kind::gdn) > 0;
   I.validate();
-  I.kernels = make_kernel_table(dev, {options.matmul});
+  I.kernels = make_kernel_table(dev, {options.matmul, options.weights});
   I.ple_hash_seed = cpu::hash3(options.seed, 0x706c65ULL, 0);
   I.build_weights();
   I.build_rope();
@@ -365,24 +418,24 @@ void model::enqueue_forward(stream_kind s, const device_batch& b) {
       kt.embed(s, {I.ple_buckets, L.ple_table, I.ple_e, T, d.ple_dim, d.ple_buckets});
       kt.causal_conv(s, {b, I.ple_e, d.ple_dim, I.ple_c, d.ple_dim, L.ple_conv, state_base, slot_bytes, L.ple_conv_offset,
                          num_slots, d.ple_dim, d.conv_width, false});
-      kt.matmul(s, {I.ple_c, d.ple_dim, L.ple_up, I.h, dm, T, d.ple_dim, dm, true});
+      kt.matmul(s, mm(I.ple_c, d.ple_dim, L.ple_up, I.h, dm, T, d.ple_dim, dm, true));
     }
     kt.rmsnorm(s, {I.h, dm, L.ln1, I.xn, dm, T, dm, d.norm_eps});
     if (L.kind == layer_kind::gdn) {
       const int32_t C = d.gdn_conv_channels(), G = d.gdn_abg_dim();
-      kt.matmul(s, {I.xn, dm, L.gdn_in, I.proj, I.ld_proj, T, dm, C, false});
-      kt.matmul(s, {I.xn, dm, L.gdn_abg, I.abg, G, T, dm, G, false});
+      kt.matmul(s, mm(I.xn, dm, L.gdn_in, I.proj, I.ld_proj, T, dm, C, false));
+      kt.matmul(s, mm(I.xn, dm, L.gdn_abg, I.abg, G, T, dm, G, false));
       kt.causal_conv(s, {b, I.proj, I.ld_proj, I.conv_out, C, L.gdn_conv, state_base, slot_bytes, L.gdn_conv_offset,
                          num_slots, C, d.conv_width, true});
       kt.gdn(s, {b, I.conv_out, C, I.abg, G, L.gdn_a_bias, I.mix, I.ld_mix, state_base, slot_bytes, L.gdn_ssm_offset,
                  num_slots, d.gdn_heads, d.gdn_dk, d.gdn_dv});
-      kt.matmul(s, {I.mix, I.ld_mix, L.wo, I.h, dm, T, d.gdn_out_dim(), dm, true});
+      kt.matmul(s, mm(I.mix, I.ld_mix, L.wo, I.h, dm, T, d.gdn_out_dim(), dm, true));
     } else {
       const int32_t qd = d.q_dim(), kvd = d.kv_dim();
       float* q = I.proj;
       float* k = I.proj + qd;
       float* v = I.proj + qd + kvd;
-      kt.matmul(s, {I.xn, dm, L.wqkv, I.proj, I.ld_proj, T, dm, L.qkv_width, false});
+      kt.matmul(s, mm(I.xn, dm, L.wqkv, I.proj, I.ld_proj, T, dm, L.qkv_width, false));
       // K follows Q in each row, so one rope over the q and k heads rotates both; then K and V go
       // to their slots (one launch on a GPU).
       kt.rope_kv_store(
@@ -402,19 +455,19 @@ void model::enqueue_forward(stream_kind s, const device_batch& b) {
         kt.sparse_attention(s, {at, index_q, I.ld_proj, L.index_compressed, d.index_dim, d.sparse_window,
                                 d.sparse_top_k, d.index_group});
       }
-      kt.matmul(s, {I.mix, I.ld_mix, L.wo, I.h, dm, T, qd, dm, true});
+      kt.matmul(s, mm(I.mix, I.ld_mix, L.wo, I.h, dm, T, qd, dm, true));
     }
     kt.rmsnorm(s, {I.h, dm, L.ln2, I.xn, dm, T, dm, d.norm_eps});
-    kt.matmul(s, {I.xn, dm, L.wgu, I.proj, 2 * d.mlp_dim, T, dm, 2 * d.mlp_dim, false});
+    kt.matmul(s, mm(I.xn, dm, L.wgu, I.proj, 2 * d.mlp_dim, T, dm, 2 * d.mlp_dim, false));
     kt.swiglu(s, {I.proj, I.mix, T, d.mlp_dim});
-    kt.matmul(s, {I.mix, d.mlp_dim, L.wdown, I.h, dm, T, d.mlp_dim, dm, true});
+    kt.matmul(s, mm(I.mix, d.mlp_dim, L.wdown, I.h, dm, T, d.mlp_dim, dm, true));
   }
 
   if (b.num_samples == 0) return;
   const int32_t ns = b.num_samples;
   kt.gather_rows(s, {I.h, dm, b.sample_rows, I.sample_h, ns, dm});
   kt.rmsnorm(s, {I.sample_h, dm, I.final_norm, I.sample_xn, dm, ns, dm, d.norm_eps});
-  kt.matmul(s, {I.sample_xn, dm, I.lm_head, I.outputs.logits, d.vocab, ns, dm, d.vocab, false});
+  kt.matmul(s, mm(I.sample_xn, dm, I.lm_head, I.outputs.logits, d.vocab, ns, dm, d.vocab, false));
   kt.sample(s, {b, I.outputs.logits, I.outputs.sampled_tokens, d.vocab});
 }
 

@@ -35,6 +35,7 @@ struct model_options {
   int32_t max_batch_tokens = 512; // rows of one forward
   int32_t max_state_slots = 64;   // concurrent requests with recurrent state
   matmul_mode matmul = matmul_mode::exact;
+  weight_dtype weights = weight_dtype::fp32; // bf16: the matmul weights held as bf16 (matrix units)
 };
 
 enum class layer_kind : uint8_t { attention, sparse_attention, gdn };

@@ -37,7 +37,9 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
   auto& ns = o.namespace_in;
   ns.preset = cfg.preset, ns.size = cfg.size, ns.seed = cfg.model_seed, ns.kv = cfg.kv;
   ns.block_size = cfg.block_size, ns.chunk_size = cfg.chunk_size;
-  if (cfg.matmul != matmul_mode::exact)
+  if (cfg.weights != weight_dtype::fp32)
+    ns.matmul_numerics = std::string(to_string(cfg.weights)) + "@" + facts.device_name;
+  else if (cfg.matmul != matmul_mode::exact)
     ns.matmul_numerics = std::string(to_string(cfg.matmul)) + "@" + facts.device_name;
   o.namespace_id = namespace_digest(ns, facts.dims, facts.state_layout_id);
 

@@ -29,6 +29,7 @@ preset = "gdn_hybrid"
 size = "1b"
 seed = 42
 kv_dtype = "fp8"
+weight_dtype = "fp32"
 [device]
 kind = "hip"
 chaos_seed = 7
@@ -93,13 +94,30 @@ level = "debug"
   CHECK(mo.max_batch_tokens == 2048);
   CHECK(mo.max_state_slots == 256);
   CHECK(mo.matmul == matmul_mode::tf32);
+  CHECK(mo.weights == weight_dtype::fp32);
   CHECK(to_model_options(parse_config("")).matmul == matmul_mode::exact);
+}
+
+TEST_CASE("model.weight_dtype = bf16 reaches the model options; refused off the GPU and beside tf32", "[config]") {
+  const node_config cfg = parse_config("[model]\nweight_dtype = \"bf16\"\n[device]\nkind = \"hip\"\n");
+  CHECK(cfg.weights == weight_dtype::bf16);
+  CHECK(to_model_options(cfg).weights == weight_dtype::bf16);
+  CHECK(to_model_options(parse_config("")).weights == weight_dtype::fp32);
+  CHECK_THAT(describe(cfg), Catch::Matchers::Contains(" model.weight_dtype=bf16 "));
+  CHECK_THAT(error_of("[model]\nweight_dtype = \"fp8\""),
+             Catch::Matchers::Equals("model.weight_dtype = \"fp8\": must be one of fp32, bf16"));
+  CHECK_THAT(error_of("[model]\nweight_dtype = \"bf16\""),
+             Catch::Matchers::Equals("model.weight_dtype = \"bf16\": needs device.kind = \"hip\" (bf16 weights are multiplied on the "
+                    "GPU's matrix units; device.kind = \"cpu\" computes on fp32 weights)"));
+  CHECK_THAT(error_of("[model]\nweight_dtype = \"bf16\"\n[device]\nkind = \"hip\"\nmatmul = \"tf32\""),
+             Catch::Matchers::Equals("model.weight_dtype = \"bf16\" with device.matmul = \"tf32\": bf16 weights always take the bf16 "
+                    "matrix units; device.matmul chooses for fp32 weights, leave it \"exact\""));
 }
 
 TEST_CASE("an empty file gives the defaults, and describe() is canonical", "[config]") {
   const node_config cfg = parse_config("");
   CHECK(describe(cfg) ==
-        "model.preset=qsa_gdn_ple model.size=tiny model.seed=0 model.kv_dtype=fp32 "
+        "model.preset=qsa_gdn_ple model.size=tiny model.seed=0 model.kv_dtype=fp32 model.weight_dtype=fp32 "
         "device.kind=cpu device.chaos_seed=0 device.matmul=exact cache.block_size=64 cache.chunk_size=256 "
         "cache.num_blocks=512 cache.checkpoint_interval=256 scheduler.max_batch_tokens=512 "
         "scheduler.max_num_seqs=16 scheduler.max_waiting=256 kv_transfer.connector=none "
@@ -130,7 +148,7 @@ TEST_CASE("describe() output fed back as overrides gives the same config", "[con
       end = d.size();
     items.push_back(d.substr(start, end - start));
   }
-  CHECK(items.size() == 27);
+  CHECK(items.size() == 28);
   // Secrets are described as set/unset, which is not their value: they do not round-trip.
   items.erase(std::remove_if(items.begin(), items.end(),
                              [](const std::string& item) {
@@ -138,7 +156,7 @@ TEST_CASE("describe() output fed back as overrides gives the same config", "[con
                                       item.rfind("server.admin_key=", 0) == 0;
                              }),
               items.end());
-  CHECK(items.size() == 25);
+  CHECK(items.size() == 26);
   CHECK(describe(parse_config("", items)) == d);
 }
 
@@ -323,7 +341,7 @@ TEST_CASE("unknown keys and sections are errors naming what is allowed", "[confi
                     "cache, scheduler, kv_transfer, store, pd, node, server, log, trace, faults"));
   CHECK_THAT(error_of("[model.extra]\nx = 1"),
              Equals("unknown key model.extra = { x = 1 }; allowed keys in [model]: preset, size, "
-                    "seed, kv_dtype"));
+                    "seed, kv_dtype, weight_dtype"));
 }
 
 TEST_CASE("syntax errors give the position", "[config]") {

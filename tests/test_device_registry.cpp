@@ -59,9 +59,11 @@ TEST_CASE("a registered backend supplies its devices and their kernel table") {
   REQUIRE(asked == matmul_mode::tf32);
 }
 
-TEST_CASE("the CPU table refuses a tf32 matmul, naming the setting") {
+TEST_CASE("the CPU table refuses a tf32 matmul and bf16 weights, naming the setting") {
   auto cpu = make_cpu_device({});
   REQUIRE(make_kernel_table(*cpu, {matmul_mode::exact}) != nullptr);
   REQUIRE_THROWS_WITH(make_kernel_table(*cpu, {matmul_mode::tf32}),
                       Catch::Contains("device.matmul = \"tf32\"") && Catch::Contains("device.kind = \"hip\""));
+  REQUIRE_THROWS_WITH(make_kernel_table(*cpu, {matmul_mode::exact, weight_dtype::bf16}),
+                      Catch::Contains("model.weight_dtype = \"bf16\"") && Catch::Contains("device.kind = \"hip\""));
 }

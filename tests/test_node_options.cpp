@@ -111,6 +111,10 @@ TEST_CASE("node_options: a non-exact matmul names its device in the namespace", 
   const auto tf32 = derive_node_options(parse_config("", {"device.kind=hip", "device.matmul=tf32"}), facts);
   CHECK(tf32.namespace_in.matmul_numerics == "tf32@test device");
   CHECK(tf32.namespace_id != exact.namespace_id);
+  const auto bf16 = derive_node_options(parse_config("", {"device.kind=hip", "model.weight_dtype=bf16"}), facts);
+  CHECK(bf16.namespace_in.matmul_numerics == "bf16@test device");
+  CHECK(bf16.namespace_id != exact.namespace_id);
+  CHECK(bf16.namespace_id != tf32.namespace_id);
 }
 
 TEST_CASE("pd_kv is refused for a model with recurrent state, naming its state groups", "[node_options]") {

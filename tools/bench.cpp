@@ -245,9 +245,10 @@ int run_bench_forward(const bench_forward_options& o) {
     exec_opts.max_num_seqs = cfg.max_num_seqs;
     step_executor exec(*dev, mdl, exec_opts);
 
-    std::printf("ordo bench forward: %s/%s kv %s matmul %s on %s | prompt %d tokens, decode %d steps, "
+    std::printf("ordo bench forward: %s/%s kv %s weights %s matmul %s on %s | prompt %d tokens, decode %d steps, "
                 "max_batch_tokens %d, block %d | model built in %.1f s\n",
-                to_string(cfg.preset), to_string(cfg.size), to_string(cfg.kv), to_string(model_opts.matmul),
+                to_string(cfg.preset), to_string(cfg.size), to_string(cfg.kv), to_string(model_opts.weights),
+                model_opts.weights == weight_dtype::bf16 ? "bf16" : to_string(model_opts.matmul),
                 dev->name().c_str(), o.prompt_tokens,
                 o.decode_steps, cfg.max_batch_tokens, cfg.block_size, build_s);
     std::printf("%5s %-8s %8s %6s %11s %12s %10s\n", "batch", "phase", "tokens", "steps", "wall ms", "tokens/s",
@@ -273,7 +274,8 @@ int run_bench_forward(const bench_forward_options& o) {
                           {"preset", to_string(cfg.preset)},
                           {"size", to_string(cfg.size)},
                           {"kv_dtype", to_string(cfg.kv)},
-                          {"matmul", to_string(model_opts.matmul)},
+                          {"weight_dtype", to_string(model_opts.weights)},
+                          {"matmul", model_opts.weights == weight_dtype::bf16 ? "bf16" : to_string(model_opts.matmul)},
                           {"device", dev->name()},
                           {"prompt_tokens", w.prompt},
                           {"decode_steps", w.decode},

@@ -1,7 +1,8 @@
 // gpu_check: every HIP kernel against its CPU reference (kernels/cpu) on fresh random inputs, then
 // the tiny model's forward on both devices (cold, chunked, prefix hit, batched, decode): prints a
-// table and exits 1 unless every result is bitwise equal. device.matmul = "tf32" is checked
-// against a tolerance instead, and for batch invariance (bitwise) at the kernel and model level.
+// table and exits 1 unless every result is bitwise equal. device.matmul = "tf32" and
+// model.weight_dtype = "bf16" are checked against a tolerance instead, and for batch invariance
+// (bitwise) at the kernel and model level.
 // Built only with -DORDO_GPU=hip-*.
 // Usage: gpu_check [--seed N] [--skip-model]
 #include <algorithm>
@@ -625,47 +626,65 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       }
 }
 
-// device.matmul = "tf32": the error against the exact CPU matmul, then batch invariance, bitwise:
-// rows computed alone, in small batches and at other places in a tile (every tile shape: 16, 32
-// and 64 rows per block) must equal the same rows of one large call.
-// `aligned`: in % 8 == 0 and out % 16 == 0, so rows <= 16 take the strip kernel (W fragments
+// The matrix-unit matmuls (device.matmul = "tf32", model.weight_dtype = "bf16"): the error
+// against the CPU matmul, then batch invariance, bitwise: rows computed alone, in small batches and
+// at other places in a tile (every tile shape: 16, 32 and 64 rows per block) must equal the same
+// rows of one large call. tf32 is compared with the exact matmul of the fp32 operands; bf16 with
+// the exact matmul of the same bf16 operands (W's bf16 values, x rounded to bf16), so only the
+// matrix units' summation differs.
+// `aligned`: in a multiple of 16 and out of 16, so rows <= 16 take the strip kernel (W fragments
 // straight from global memory); otherwise every row count takes the staged kernel.
-void check_tf32_matmul(device& gpu, kernel_table& tf32, const shape& sh, bool aligned, uint64_t seed) {
+void check_matrix_unit_matmul(device& gpu, kernel_table& kt, bool bf16, const shape& sh, bool aligned, uint64_t seed) {
   mirror m(gpu);
   rng r(seed);
+  const std::string name = bf16 ? "matmul bf16 weights" : "matmul tf32";
   const std::string tag = std::string(aligned ? " aligned [" : " [") + sh.tag + "]";
   const stream_kind cs = stream_kind::compute;
   const int32_t in = aligned ? sh.dim : sh.dim + 3, out = aligned ? 304 : 301, ldx = in + 5, ldy = out + 2, rows = 150;
-  auto x = m.of(r.floats(size_t(rows) * ldx));
-  auto w = m.of(r.floats(size_t(out) * in));
+  std::vector<float> xv = r.floats(size_t(rows) * ldx), wv = r.floats(size_t(out) * in);
+  std::vector<uint16_t> w16(bf16 ? wv.size() : 0);
+  if (bf16) {
+    for (size_t i = 0; i < wv.size(); ++i) w16[i] = cpu::float_to_bf16(wv[i]), wv[i] = cpu::bf16_to_float(w16[i]);
+  }
+  auto x = m.of(xv);
+  auto w = m.of(wv);
+  auto wb = m.of(w16);
+  std::vector<float> x_ref = xv; // what the matrix units multiply
+  if (bf16)
+    for (float& v : x_ref) v = cpu::bf16_to_float(cpu::float_to_bf16(v));
+  const auto gpu_args = [&](const float* xd, float* yd, int32_t n, bool acc) {
+    matmul_args a{xd, ldx, bf16 ? nullptr : w.d, yd, ldy, n, in, out, acc};
+    if (bf16) a.w_bf16 = wb.d;
+    return a;
+  };
   for (bool acc : {false, true}) {
     const std::vector<float> y0 = r.floats(size_t(rows) * ldy);
     auto y = m.of(y0);
-    cpu::matmul({x.h, ldx, w.h, y.h, ldy, rows, in, out, acc});
-    tf32.matmul(cs, {x.d, ldx, w.d, y.d, ldy, rows, in, out, acc});
+    cpu::matmul({x_ref.data(), ldx, w.h, y.h, ldy, rows, in, out, acc});
+    kt.matmul(cs, gpu_args(x.d, y.d, rows, acc));
     gpu.synchronize();
     verdict v;
     v.add(m, y);
-    report_within(std::string("matmul tf32") + (acc ? " accumulate" : "") + " vs exact" + tag, v, 4e-3);
+    report_within(name + (acc ? " accumulate" : "") + " vs exact" + tag, v, bf16 ? 1e-4 : 4e-3);
   }
   // Reference: all 150 rows in one call (64-row tiles). Then the same rows in pieces.
   auto whole = m.of(std::vector<float>(size_t(rows) * ldy));
-  tf32.matmul(cs, {x.d, ldx, w.d, whole.d, ldy, rows, in, out, false});
+  kt.matmul(cs, gpu_args(x.d, whole.d, rows, false));
   const std::vector<float> ref = m.download(whole);
   verdict inv;
   const std::vector<std::pair<int32_t, int32_t>> pieces = {{0, 1}, {1, 16}, {17, 5}, {22, 40}, {62, 64}, {126, 24}, {149, 1}};
   auto part = m.of(std::vector<float>(size_t(rows) * ldy));
   for (auto [first, count] : pieces)
-    tf32.matmul(cs, {x.d + size_t(first) * ldx, ldx, w.d, part.d + size_t(first) * ldy, ldy, count, in, out, false});
+    kt.matmul(cs, gpu_args(x.d + size_t(first) * ldx, part.d + size_t(first) * ldy, count, false));
   // Row 77 alone as well, written over its own result.
-  tf32.matmul(cs, {x.d + size_t(77) * ldx, ldx, w.d, part.d + size_t(77) * ldy, ldy, 1, in, out, false});
+  kt.matmul(cs, gpu_args(x.d + size_t(77) * ldx, part.d + size_t(77) * ldy, 1, false));
   const std::vector<float> got = m.download(part);
   size_t diff = 0;
   for (int32_t i = 0; i < rows; ++i)
     diff += std::memcmp(&got[size_t(i) * ldy], &ref[size_t(i) * ldy], size_t(out) * 4) != 0;
   inv.bitwise = diff == 0;
   inv.err = double(diff) / rows;
-  report("matmul tf32 batch-invariant (rows differing)" + tag, inv);
+  report(name + " batch-invariant (rows differing)" + tag, inv);
 }
 
 // ---- the model on both devices ---------------------------------------------------------------
@@ -675,7 +694,8 @@ struct model_run {
   std::unique_ptr<model> m;
   std::unique_ptr<test::batch_builder> builder;
 
-  model_run(std::unique_ptr<device> d, model_preset p, kv_dtype kv, matmul_mode mm = matmul_mode::exact)
+  model_run(std::unique_ptr<device> d, model_preset p, kv_dtype kv, matmul_mode mm = matmul_mode::exact,
+            weight_dtype weights = weight_dtype::fp32)
       : dev(std::move(d)) {
     model_options o;
     o.preset = p;
@@ -687,6 +707,7 @@ struct model_run {
     o.max_batch_tokens = 512;
     o.max_state_slots = 8;
     o.matmul = mm;
+    o.weights = weights;
     m = std::make_unique<model>(o, *dev);
     builder = std::make_unique<test::batch_builder>(*dev, 16);
   }
@@ -788,10 +809,13 @@ int main(int argc, char** argv) {
   check_kernels(*gpu, *kt, {"tiny", 64, 4, 2, 16, 16, 16}, seed);
   check_kernels(*gpu, *kt, {"b1", 2048, 16, 4, 128, 128, 128}, seed + 1);
   std::unique_ptr<kernel_table> kt_tf32 = make_kernel_table(*gpu, {matmul_mode::tf32});
-  for (bool aligned : {false, true}) {
-    check_tf32_matmul(*gpu, *kt_tf32, {"tiny", 64, 4, 2, 16, 16, 16}, aligned, seed + 2);
-    check_tf32_matmul(*gpu, *kt_tf32, {"b1", 2048, 16, 4, 128, 128, 128}, aligned, seed + 3);
-  }
+  std::unique_ptr<kernel_table> kt_bf16 = make_kernel_table(*gpu, {matmul_mode::exact, weight_dtype::bf16});
+  for (bool bf16 : {false, true})
+    for (bool aligned : {false, true}) {
+      kernel_table& table = bf16 ? *kt_bf16 : *kt_tf32;
+      check_matrix_unit_matmul(*gpu, table, bf16, {"tiny", 64, 4, 2, 16, 16, 16}, aligned, seed + 2);
+      check_matrix_unit_matmul(*gpu, table, bf16, {"b1", 2048, 16, 4, 128, 128, 128}, aligned, seed + 3);
+    }
 
   if (!skip_model) {
     std::printf("\n| %-28s | %-16s | %-7s | %-7s | %-7s | %-7s | %-9s |\n", "model (tiny) on the GPU", "cold digest",
@@ -816,30 +840,35 @@ int main(int argc, char** argv) {
                     rg.decoded == rc.decoded ? "same" : "DIFF", same ? "yes" : "NO");
         failures += !same + !chunked + !hit + !batched;
       }
-    // device.matmul = "tf32": not equal to the CPU, but cold, chunked, HBM hit and batched must
-    // still agree bitwise on the GPU; the greedy tokens against the CPU's are shown, not required.
-    std::printf("\n| %-28s | %-16s | %-7s | %-7s | %-7s | %-13s |\n", "model (tiny), matmul tf32", "cold digest",
-                "chunked", "hit", "batched", "tokens = CPU");
-    std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(), std::string(18, '-').c_str(),
-                std::string(9, '-').c_str(), std::string(9, '-').c_str(), std::string(9, '-').c_str(),
-                std::string(15, '-').c_str());
-    for (model_preset p : {model_preset::dense, model_preset::gdn_hybrid, model_preset::qsa_gdn_ple})
-      for (kv_dtype kv : {kv_dtype::fp32, kv_dtype::fp8}) {
-        model_run g(make_gpu_device(0), p, kv, matmul_mode::tf32);
-        model_run c(make_cpu_device({}), p, kv);
-        const scenario_result rg = scenario(g), rc = scenario(c);
-        const bool stateful = g.m->geometry().has_recurrent_state;
-        const bool chunked = rg.chunked == rg.cold, hit = stateful || rg.hit == rg.cold, batched = rg.batched == rg.cold;
-        int32_t agree = 0;
-        for (size_t i = 0; i < rg.decoded.size(); ++i) agree += rg.decoded[i] == rc.decoded[i];
-        char name[64], digest[32], tokens[32];
-        std::snprintf(name, sizeof name, "%s / %s", to_string(p), to_string(kv));
-        std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(rg.cold));
-        std::snprintf(tokens, sizeof tokens, "%d of %zu", agree, rg.decoded.size());
-        std::printf("| %-28s | %-16s | %-7s | %-7s | %-7s | %-13s |\n", name, digest, chunked ? "same" : "DIFF",
-                    stateful ? "n/a" : (hit ? "same" : "DIFF"), batched ? "same" : "DIFF", tokens);
-        failures += !chunked + !hit + !batched;
-      }
+    // device.matmul = "tf32" and model.weight_dtype = "bf16": not equal to the CPU, but cold,
+    // chunked, HBM hit and batched must still agree bitwise on the GPU; the greedy tokens against
+    // the CPU's are shown, not required.
+    for (bool bf16 : {false, true}) {
+      std::printf("\n| %-28s | %-16s | %-7s | %-7s | %-7s | %-13s |\n",
+                  bf16 ? "model (tiny), bf16 weights" : "model (tiny), matmul tf32", "cold digest", "chunked", "hit",
+                  "batched", "tokens = CPU");
+      std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(), std::string(18, '-').c_str(),
+                  std::string(9, '-').c_str(), std::string(9, '-').c_str(), std::string(9, '-').c_str(),
+                  std::string(15, '-').c_str());
+      for (model_preset p : {model_preset::dense, model_preset::gdn_hybrid, model_preset::qsa_gdn_ple})
+        for (kv_dtype kv : {kv_dtype::fp32, kv_dtype::fp8}) {
+          model_run g(make_gpu_device(0), p, kv, bf16 ? matmul_mode::exact : matmul_mode::tf32,
+                      bf16 ? weight_dtype::bf16 : weight_dtype::fp32);
+          model_run c(make_cpu_device({}), p, kv);
+          const scenario_result rg = scenario(g), rc = scenario(c);
+          const bool stateful = g.m->geometry().has_recurrent_state;
+          const bool chunked = rg.chunked == rg.cold, hit = stateful || rg.hit == rg.cold, batched = rg.batched == rg.cold;
+          int32_t agree = 0;
+          for (size_t i = 0; i < rg.decoded.size(); ++i) agree += rg.decoded[i] == rc.decoded[i];
+          char name[64], digest[32], tokens[32];
+          std::snprintf(name, sizeof name, "%s / %s", to_string(p), to_string(kv));
+          std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(rg.cold));
+          std::snprintf(tokens, sizeof tokens, "%d of %zu", agree, rg.decoded.size());
+          std::printf("| %-28s | %-16s | %-7s | %-7s | %-7s | %-13s |\n", name, digest, chunked ? "same" : "DIFF",
+                      stateful ? "n/a" : (hit ? "same" : "DIFF"), batched ? "same" : "DIFF", tokens);
+          failures += !chunked + !hit + !batched;
+        }
+    }
   }
   std::printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

@@ -8,7 +8,8 @@
 #     offload from the host tier: gathers and scatters between the arena and pinned host memory)
 #     on the CPU and on the GPU device of the same binary, for every preset in fp32 and bf16 (and
 #     fp8 through the host tier): resume points, tiers and digests must match.
-#  3. the same with device.matmul = "tf32": each restored request must equal its own cold run.
+#  3. the same with device.matmul = "tf32" and with model.weight_dtype = "bf16": each restored
+#     request must equal its own cold run.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 failed=0
@@ -33,18 +34,20 @@ for connector in none offload; do
     done
   done
 done
-# device.matmul = "tf32" (matrix units): not equal to the CPU, so each pass-2 digest (restored from
-# HBM, or from the host tier) is compared with its own cold pass on the GPU: `ordo demo` exits 1 on
-# any mismatch.
-for connector in none offload; do
-  for config in configs/default.toml configs/gdn_hybrid.toml configs/dense.toml; do
-    if "$here/run" demo --config "$config" --set device.kind=hip --set device.matmul=tf32 \
-      --set kv_transfer.connector=$connector 2>/dev/null >"$tmp/tf32"; then
-      resumed=$(awk '$1 ~ /^conv/ && $4 > 0' "$tmp/tf32" | wc -l)
-      echo "node e2e tf32 $connector $config: restored == cold on the GPU ($(awk '$1 ~ /^conv/' "$tmp/tf32" | wc -l) requests, $resumed resumed)"
-    else
-      echo "node e2e tf32 $connector $config: MISMATCH"; cat "$tmp/tf32"; failed=1
-    fi
+# device.matmul = "tf32" and model.weight_dtype = "bf16" (matrix units): not equal to the CPU, so
+# each pass-2 digest (restored from HBM, or from the host tier) is compared with its own cold pass
+# on the GPU: `ordo demo` exits 1 on any mismatch.
+for mode in device.matmul=tf32 model.weight_dtype=bf16; do
+  for connector in none offload; do
+    for config in configs/default.toml configs/gdn_hybrid.toml configs/dense.toml; do
+      if "$here/run" demo --config "$config" --set device.kind=hip --set "$mode" \
+        --set kv_transfer.connector=$connector 2>/dev/null >"$tmp/mu"; then
+        resumed=$(awk '$1 ~ /^conv/ && $4 > 0' "$tmp/mu" | wc -l)
+        echo "node e2e $mode $connector $config: restored == cold on the GPU ($(awk '$1 ~ /^conv/' "$tmp/mu" | wc -l) requests, $resumed resumed)"
+      else
+        echo "node e2e $mode $connector $config: MISMATCH"; cat "$tmp/mu"; failed=1
+      fi
+    done
   done
 done
 rm -rf "$tmp"

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/dot.hpp"
+#include "kernels/cpu/dtype.hpp"
 
 namespace ordo::cpu {
 namespace {
@@ -33,6 +34,8 @@ void matmul_libm(const matmul_args& a) {
 } // namespace
 
 void matmul(const matmul_args& a) {
+  // bf16 weights are refused by make_kernel_table on the CPU; a call that gets here is a bug.
+  if (a.w_bf16 != nullptr) kernel_fail("matmul: bf16 weights on the CPU device, rows", a.rows);
   static const bool has_fma = __builtin_cpu_supports("fma");
   if (has_fma)
     matmul_fma_unit(a);

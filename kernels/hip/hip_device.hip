@@ -228,7 +228,9 @@ public:
 
   void matmul(stream_kind s, const matmul_args& a) override {
     dev_.bind();
-    if (options_.matmul == matmul_mode::tf32)
+    if (a.w_bf16 != nullptr)
+      hip::matmul_bf16(a, dev_.stream(s));
+    else if (options_.matmul == matmul_mode::tf32)
       hip::matmul_tf32(a, dev_.stream(s));
     else
       hip::matmul(a, dev_.stream(s));
@@ -280,6 +282,9 @@ const bool registered = register_gpu_backend(
        if (options.matmul == matmul_mode::tf32 && !hip::has_tf32_matmul())
          throw std::invalid_argument(std::string("device.matmul = \"tf32\": ") + dev.name() +
                                      " (hip-" ORDO_GPU_VENDOR ") has no TF32 matrix units in this build; use \"exact\"");
+       if (options.weights == weight_dtype::bf16 && !hip::has_bf16_matmul())
+         throw std::invalid_argument(std::string("model.weight_dtype = \"bf16\": ") + dev.name() +
+                                     " (hip-" ORDO_GPU_VENDOR ") has no bf16 matmul in this build; use \"fp32\"");
        return std::make_unique<hip_kernel_table>(*hd, options);
      }});
 

@@ -14,6 +14,10 @@ void matmul(const matmul_args& a, hipStream_t stream);
 // the CPU. Only where ORDO_HAS_TF32_MMA; elsewhere it throws std::invalid_argument.
 void matmul_tf32(const matmul_args& a, hipStream_t stream);
 bool has_tf32_matmul();
+// model.weight_dtype = "bf16" (kernels/hip/matmul_bf16.hip): a.w_bf16 on the matrix units,
+// batch-invariant, not equal to the CPU. Only where ORDO_HAS_BF16_MMA; elsewhere it throws.
+void matmul_bf16(const matmul_args& a, hipStream_t stream);
+bool has_bf16_matmul();
 void rmsnorm(const rmsnorm_args& a, hipStream_t stream);
 void embed(const embed_args& a, hipStream_t stream);
 void rope(const rope_args& a, hipStream_t stream);
