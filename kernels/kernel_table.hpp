@@ -44,6 +44,12 @@ public:
   virtual void sample(stream_kind s, const sample_args& a) = 0;
   // Gather (arena → host) or scatter (host → arena) of page units, per a.direction.
   virtual void unit_copy(stream_kind s, const unit_copy_args& a) = 0;
+  // The n copies a[0..n) in order, as one step enqueues its loads or its saves. A GPU table moves
+  // them in as few launches as it can; the default enqueues one unit_copy each.
+  virtual void unit_copy_batch(stream_kind s, const unit_copy_args* a, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      unit_copy(s, a[i]);
+  }
 };
 
 // The table for `dev`: the CPU reference table when dev.runs_host_work(), else the one of the GPU

@@ -360,6 +360,23 @@ device_op image_op(device_op_kind kind, const state_image_copy& c) {
   return op;
 }
 
+// Whether a save of `plan` reads a unit its clears, loads, forward or checkpoint copies write.
+bool saves_read_written_units(const step_plan& plan, int32_t block_size) {
+  std::vector<int32_t> written = plan.clears;
+  for (const auto& t : plan.loads)
+    written.insert(written.end(), t.units.begin(), t.units.end());
+  const device_op forward = forward_op(plan, block_size, 0);
+  written.insert(written.end(), forward.units_written.begin(), forward.units_written.end());
+  for (const auto& c : plan.checkpoint_copies)
+    written.insert(written.end(), c.units.begin(), c.units.end());
+  std::sort(written.begin(), written.end());
+  for (const auto& t : plan.saves)
+    for (int32_t u : t.units)
+      if (u >= 0 && std::binary_search(written.begin(), written.end(), u))
+        return true;
+  return false;
+}
+
 } // namespace
 
 void step_executor::execute(const step_plan& plan, std::function<void(step_done)> on_done) {
@@ -392,24 +409,29 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   // Transfer i's checksum sum (loads, then saves).
   uint64_t* const sums = reinterpret_cast<uint64_t*>(d.inputs + d.off_transfer_sums);
   size_t transfer_index = 0;
-  auto transfer = [&](const unit_transfer& t, stream_kind stream, unit_copy_direction dir) {
-    bool kv = t.kind == static_cast<uint8_t>(object_kind::kv_chunk);
-    auto n = static_cast<int32_t>(t.units.size());
-    unit_copy_args args =
-        chunk_copy_args(*d.copy_fields, transfer_ids, n, d.opt.host_arena + t.data_offset, dir, /*segment_major=*/kv);
-    if (d.sum_transfers)
-      args.checksum = sums + transfer_index;
-    d.table->unit_copy(stream, args);
-    transfer_ids += n;
-    ++transfer_index;
-    log.note(stream, transfer_op(dir == unit_copy_direction::scatter ? device_op_kind::load : device_op_kind::save, t));
+  // A list's copies go out as one batch (one launch on a GPU), each noted in plan order.
+  auto transfer = [&](const std::vector<unit_transfer>& list, stream_kind stream, unit_copy_direction dir) {
+    std::vector<unit_copy_args> batch;
+    batch.reserve(list.size());
+    for (const auto& t : list) {
+      bool kv = t.kind == static_cast<uint8_t>(object_kind::kv_chunk);
+      auto n = static_cast<int32_t>(t.units.size());
+      batch.push_back(
+          chunk_copy_args(*d.copy_fields, transfer_ids, n, d.opt.host_arena + t.data_offset, dir, /*segment_major=*/kv));
+      if (d.sum_transfers)
+        batch.back().checksum = sums + transfer_index;
+      transfer_ids += n;
+      ++transfer_index;
+    }
+    d.table->unit_copy_batch(stream, batch.data(), batch.size());
+    for (const auto& t : list)
+      log.note(stream, transfer_op(dir == unit_copy_direction::scatter ? device_op_kind::load : device_op_kind::save, t));
   };
   if (!plan.loads.empty()) {
     event_id cleared = log.record(stream_kind::compute);
     if (drop != fault_edge::clear_load)
       log.wait(stream_kind::load, cleared);
-    for (const auto& t : plan.loads)
-      transfer(t, stream_kind::load, unit_copy_direction::scatter);
+    transfer(plan.loads, stream_kind::load, unit_copy_direction::scatter);
     event_id loaded = log.record(stream_kind::load);
     if (drop != fault_edge::load_forward)
       log.wait(stream_kind::compute, loaded);
@@ -429,11 +451,18 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
     log.note(stream_kind::compute, image_op(device_op_kind::checkpoint_copy, c));
   }
   if (!plan.saves.empty()) {
-    event_id produced = log.record(stream_kind::compute);
-    if (drop != fault_edge::forward_save)
-      log.wait(stream_kind::save, produced);
-    for (const auto& t : plan.saves)
-      transfer(t, stream_kind::save, unit_copy_direction::gather);
+    // A save waits for this step's clears, loads, forward and checkpoint copies only when they
+    // write one of its units; a save of units this step leaves alone (a chunk an earlier step
+    // computed) waits only for the inputs that carry its unit ids, and runs beside the forward.
+    // Either way the step completes after its saves (below).
+    if (saves_read_written_units(plan, d.block_size)) {
+      event_id produced = log.record(stream_kind::compute);
+      if (drop != fault_edge::forward_save)
+        log.wait(stream_kind::save, produced);
+    } else {
+      log.wait(stream_kind::save, inputs_uploaded);
+    }
+    transfer(plan.saves, stream_kind::save, unit_copy_direction::gather);
     log.wait(stream_kind::compute, log.record(stream_kind::save));
   }
 

@@ -26,6 +26,23 @@ check "multi-batch forward exits 0" test $? -eq 0
 check "multi-batch prints a JSON line per batch" test "$(json "$tmp/multi" | grep -c '"batch":[13],')" -eq 2
 check "batch 3 decodes 3 tokens a step" grep -q '"decode":{[^}]*"steps":2,"tokens":6' <(json "$tmp/multi" | grep '"batch":3')
 
+# Decode while saves run: the same decode steps again, each with two prompt-chunk saves.
+"$ordo" bench forward --config configs/dense.toml --prompt-tokens 512 --decode-steps 3 --batch 2 --save-chunks 2 \
+  >"$tmp/saving" 2>"$tmp/err"
+check "forward with saves exits 0" test $? -eq 0
+check "forward with saves prints the dec+save row" grep -qE '^ +2 dec\+save +6 +3 ' "$tmp/saving"
+check "forward with saves reports both decodes and their ratio" python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+assert j["save_chunks_per_step"] == 2 and j["save_object_bytes"] > 0, j
+assert j["decode"]["steps"] == 3 and j["decode_saving"]["steps"] == 3 and j["decode_saving"]["tokens"] == 6, j
+r = j["decode_saving_over_alone"]
+assert abs(r - j["decode_saving"]["ms_per_step"] / j["decode"]["ms_per_step"]) < 1e-9, r
+' < <(json "$tmp/saving")
+"$ordo" bench forward --config configs/dense.toml --prompt-tokens 100 --save-chunks 1 >"$tmp/out" 2>"$tmp/err"
+check "saves with a prompt shorter than a chunk exit 2" test $? -eq 2
+check "the error names cache.chunk_size" grep -q "cache.chunk_size" "$tmp/err"
+
 "$ordo" bench forward --config configs/dense.toml --batch 3 --prompt-tokens 4000 >"$tmp/out" 2>"$tmp/err"
 check "a workload larger than the arena exits 2" test $? -eq 2
 check "the error names cache.num_blocks" grep -q "cache.num_blocks" "$tmp/err"

@@ -1,5 +1,6 @@
 #include <catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -296,5 +297,68 @@ TEST_CASE("step executor: every device operation is reported in enqueue order, a
         CHECK(op.writes_inputs);
     }
     CHECK(done == 3); // upload, forward, output copy
+  }
+}
+
+TEST_CASE("step executor: a save waits for the forward only when the step writes one of its units") {
+  // The same prefill of blocks 3 and 7, with a save of those blocks (it must wait for the forward)
+  // or of blocks 9 and 10, which the step leaves alone (it waits only for the uploaded unit ids,
+  // and runs beside the forward). Either way the step completes after the save, and the saved
+  // object holds the blocks as the step left them.
+  for (bool written : {true, false}) {
+    host_tier t(2);
+    op_collector sink;
+    t.o.ops = &sink;
+    step_executor exec(*t.dev, t.m, t.o);
+    step_plan first; // fills blocks 9 and 10
+    first.header = {1, 1};
+    first.requests.push_back(prefill(2, 32, {9, 10}));
+    run(exec, first);
+    step_plan plan;
+    plan.header = {1, 2};
+    plan.requests.push_back(prefill(1, 20, {3, 7}));
+    const std::vector<int32_t> saved = written ? std::vector<int32_t>{3, 7} : std::vector<int32_t>{9, 10};
+    plan.saves.push_back({1, static_cast<uint8_t>(object_kind::kv_chunk), 0, 2 * t.unit_bytes, saved});
+    {
+      std::lock_guard<std::mutex> lock(sink.mu);
+      sink.ops.clear();
+    }
+    const step_done done = run(exec, plan);
+    t.dev->synchronize();
+    const auto kinds = enqueued(sink);
+    // The save stream's wait: on an event recorded on compute after the forward, or on the upload's.
+    uint64_t waited = 0;
+    int recorded_on = -1;
+    for (const auto& op : sink.ops)
+      if (op.op == device_op_kind::event_wait && op.stream == static_cast<uint8_t>(stream_kind::save))
+        waited = op.event_id;
+    bool after_forward = false, forward_seen = false;
+    for (const auto& op : sink.ops) {
+      forward_seen = forward_seen || op.op == device_op_kind::forward;
+      if (op.op == device_op_kind::event_record && op.event_id == waited) {
+        recorded_on = op.stream;
+        after_forward = forward_seen;
+      }
+    }
+    REQUIRE(waited != 0);
+    CHECK(recorded_on == static_cast<int>(written ? stream_kind::compute : stream_kind::load));
+    CHECK(after_forward == written);
+    // The completion waits for the save stream in both cases.
+    const auto save_at = std::find(kinds.begin(), kinds.end(), "save@2");
+    REQUIRE(save_at != kinds.end());
+    CHECK(std::find(save_at, kinds.end(), "event_record@2") != kinds.end());
+    CHECK(kinds.back() == "complete@0");
+    // The object holds the saved blocks' bytes, field by field, as the step left them.
+    REQUIRE(done.save_checksums.size() == 1);
+    CHECK(done.save_checksums[0] == object_checksum(t.arena, 2 * t.unit_bytes));
+    size_t at = 0;
+    bool same = true;
+    for (const auto& f : t.m.kv_fields())
+      for (int32_t u : saved) { // segment-major: each field's blocks in turn (runtime/kv_codec.hpp)
+        const auto* base = static_cast<const uint8_t*>(f.region);
+        same = same && std::memcmp(base + static_cast<size_t>(u) * f.block_bytes(), t.arena + at, f.block_bytes()) == 0;
+        at += f.block_bytes();
+      }
+    CHECK(same);
   }
 }

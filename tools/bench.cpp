@@ -127,7 +127,30 @@ phase_result run_prefill(step_executor& exec, const forward_workload& w, std::ve
   return res;
 }
 
-phase_result run_decode(step_executor& exec, const forward_workload& w, std::vector<int32_t>& last_token) {
+// KV chunk saves for the decode steps: step s saves `per_step` of the batch's full prompt chunks
+// (request r's chunk c, in turn) into a ring of chunk objects in the host arena. The chunks'
+// blocks hold KV the prefill computed, and no decode step writes them.
+struct save_rotation {
+  int32_t per_step = 0, blocks_per_chunk = 0, chunks_per_request = 0, ring = 0;
+  uint64_t object_bytes = 0;
+
+  void add(step_plan& plan, const forward_workload& w, int32_t step) const {
+    for (int32_t k = 0; k < per_step; ++k) {
+      const int32_t n = step * per_step + k, r = (n / chunks_per_request) % w.batch, c = n % chunks_per_request;
+      unit_transfer t;
+      t.request_id = static_cast<uint64_t>(r) + 1;
+      t.kind = static_cast<uint8_t>(object_kind::kv_chunk);
+      t.data_offset = static_cast<uint64_t>(n % ring) * object_bytes;
+      t.data_bytes = object_bytes;
+      const auto table = w.request(r).block_table;
+      t.units.assign(table.begin() + c * blocks_per_chunk, table.begin() + (c + 1) * blocks_per_chunk);
+      plan.saves.push_back(std::move(t));
+    }
+  }
+};
+
+phase_result run_decode(step_executor& exec, const forward_workload& w, std::vector<int32_t> last_token,
+                        const save_rotation* saves = nullptr) {
   phase_result res;
   auto t0 = clock_type::now();
   for (int32_t step = 0; step < w.decode; ++step) {
@@ -140,6 +163,8 @@ phase_result run_decode(step_executor& exec, const forward_workload& w, std::vec
       s.sample = true;
       plan.requests.push_back(std::move(s));
     }
+    if (saves)
+      saves->add(plan, w, step);
     auto d = run_step(exec, plan);
     res.device_ms += d.device_ms;
     res.tokens += w.batch;
@@ -214,6 +239,9 @@ int run_bench_forward(const bench_forward_options& o) {
     why = "--batch needs at least one value";
   else if (o.prompt_tokens < 1 || o.decode_steps < 0)
     why = "--prompt-tokens must be >= 1, --decode-steps >= 0";
+  else if (o.save_chunks < 0 || (o.save_chunks > 0 && o.prompt_tokens < cfg.chunk_size))
+    why = "--save-chunks must be >= 0, and saves need --prompt-tokens of at least one chunk (cache.chunk_size = " +
+          std::to_string(cfg.chunk_size) + ")";
   else if (o.prompt_tokens + o.decode_steps > dims.max_context)
     why = "prompt + decode = " + std::to_string(o.prompt_tokens + o.decode_steps) + " exceeds the context of " +
           std::to_string(dims.max_context);
@@ -243,6 +271,20 @@ int run_bench_forward(const bench_forward_options& o) {
     step_executor_options exec_opts;
     exec_opts.max_batch_tokens = cfg.max_batch_tokens;
     exec_opts.max_num_seqs = cfg.max_num_seqs;
+    save_rotation rotation;
+    std::unique_ptr<uint8_t, std::function<void(uint8_t*)>> host_arena;
+    if (o.save_chunks > 0) {
+      rotation.per_step = o.save_chunks;
+      rotation.blocks_per_chunk = cfg.chunk_size / cfg.block_size;
+      rotation.chunks_per_request = o.prompt_tokens / cfg.chunk_size;
+      rotation.ring = 2 * o.save_chunks;
+      rotation.object_bytes = kv_chunk_object_bytes(mdl.kv_fields(), rotation.blocks_per_chunk);
+      exec_opts.host_arena_bytes = static_cast<size_t>(rotation.ring) * rotation.object_bytes;
+      host_arena = {static_cast<uint8_t*>(dev->alloc_host_pinned(exec_opts.host_arena_bytes)),
+                    [&dev](uint8_t* p) { dev->free_host_pinned(p); }};
+      std::memset(host_arena.get(), 0, exec_opts.host_arena_bytes); // first touch out of the timing
+      exec_opts.host_arena = host_arena.get();
+    }
     step_executor exec(*dev, mdl, exec_opts);
 
     std::printf("ordo bench forward: %s/%s kv %s weights %s matmul %s on %s | prompt %d tokens, decode %d steps, "
@@ -266,9 +308,22 @@ int run_bench_forward(const bench_forward_options& o) {
       dev->synchronize();
       auto decode = run_decode(exec, w, last_token);
       dev->synchronize();
-      for (auto [name, p] : {std::pair<const char*, const phase_result*>{"prefill", &prefill}, {"decode", &decode}})
+      // The same decode steps again from the prefill's end, now saving chunks in every step.
+      std::optional<phase_result> saving;
+      if (o.save_chunks > 0) {
+        saving = run_decode(exec, w, last_token, &rotation);
+        dev->synchronize();
+      }
+      std::vector<std::pair<const char*, const phase_result*>> rows = {{"prefill", &prefill}, {"decode", &decode}};
+      if (saving)
+        rows.push_back({"dec+save", &*saving});
+      for (auto [name, p] : rows)
         std::printf("%5d %-8s %8lld %6d %11.1f %12.1f %10.2f\n", batch, name, static_cast<long long>(p->tokens),
                     p->steps, p->seconds * 1e3, p->tokens_per_s(), p->ms_per_step());
+      if (saving)
+        std::printf("%5d saves: %d chunk(s) of %.2f MB per step; decode with saves / alone = %.3f\n", batch,
+                    o.save_chunks, static_cast<double>(rotation.object_bytes) / 1e6,
+                    saving->ms_per_step() / decode.ms_per_step());
       // The JSON line right after its rows, so a run cut short still leaves every finished batch.
       nlohmann::json j = {{"bench", "forward"},
                           {"preset", to_string(cfg.preset)},
@@ -285,6 +340,12 @@ int run_bench_forward(const bench_forward_options& o) {
                           {"model_build_s", build_s},
                           {"prefill", prefill.to_json()},
                           {"decode", decode.to_json()}};
+      if (saving) {
+        j["save_chunks_per_step"] = o.save_chunks;
+        j["save_object_bytes"] = rotation.object_bytes;
+        j["decode_saving"] = saving->to_json();
+        j["decode_saving_over_alone"] = saving->ms_per_step() / decode.ms_per_step();
+      }
       std::printf("BENCH_JSON %s\n", j.dump().c_str());
       std::fflush(stdout);
     }
@@ -505,24 +566,27 @@ int run_bench_offload(const bench_offload_options& o) {
     auto* sums_h = static_cast<uint64_t*>(dev->alloc_host_pinned(8 * static_cast<size_t>(o.chunks)));
     auto* zeros_h = static_cast<uint64_t*>(dev->alloc_host_pinned(8 * static_cast<size_t>(o.chunks)));
     std::memset(zeros_h, 0, 8 * static_cast<size_t>(o.chunks));
-    auto launch = [&](int32_t c, uint8_t* host, bool to_host, bool summed) {
+    auto copy_of = [&](int32_t c, uint8_t* host, bool to_host, bool summed) {
       const int32_t* ids = unit_ids_d + static_cast<size_t>(c) * static_cast<size_t>(blocks_per_chunk);
       unit_copy_args a = chunk_copy_args(copy_fields, ids, blocks_per_chunk, host,
                                          to_host ? unit_copy_direction::gather : unit_copy_direction::scatter,
                                          /*segment_major=*/true);
       if (summed)
         a.checksum = sums_d + c;
-      table->unit_copy(to_host ? stream_kind::save : stream_kind::load, a);
+      return a;
     };
-    // One round's transfers: a kernel per chunk into its granted bytes, then one synchronize.
-    // Summed: the sums are zeroed first, and come back as each chunk's finished checksum.
+    // One round's transfers: every chunk into its granted bytes in one batch (as a node's step
+    // enqueues its loads or saves), then one synchronize. Summed: the sums are zeroed first, and
+    // come back as each chunk's finished checksum.
     auto transfer_all = [&](const std::vector<store_grant>& grants, uint8_t* base, bool to_host, bool summed) {
       const stream_kind stream = to_host ? stream_kind::save : stream_kind::load;
       const size_t sums_bytes = 8 * static_cast<size_t>(o.chunks);
       if (summed)
         dev->copy_async(stream, sums_d, zeros_h, sums_bytes);
+      std::vector<unit_copy_args> batch;
       for (int32_t c = 0; c < o.chunks; ++c)
-        launch(c, base + grants[static_cast<size_t>(c)].data_offset, to_host, summed);
+        batch.push_back(copy_of(c, base + grants[static_cast<size_t>(c)].data_offset, to_host, summed));
+      table->unit_copy_batch(stream, batch.data(), batch.size());
       if (summed)
         dev->copy_async(stream, sums_h, sums_d, sums_bytes);
       dev->synchronize();

@@ -14,11 +14,16 @@ struct bench_forward_options {
   int32_t prompt_tokens = 512;
   int32_t decode_steps = 16;
   std::vector<int32_t> batches = {1}; // one run (and one BENCH_JSON line) per batch size, same model
+  // > 0: the decode phase runs a second time from the same start with this many KV chunk saves in
+  // every step (the batch's prompt chunks, in turn, into a pinned host arena), beside the decode
+  // alone (issue 14: decode while saves run).
+  int32_t save_chunks = 0;
 };
 
 // Prefill of `prompt_tokens` for each of `batch` requests (chunked by scheduler.max_batch_tokens),
 // then `decode_steps` steps of one token per request, through the step executor; warmed up once
-// per batch size.
+// per batch size. With save_chunks, the decode steps again from the prefill's end, each step
+// also saving that many prompt chunks to host memory.
 // Returns the process exit code (0 ok, 2 bad config or arguments, 1 failure).
 int run_bench_forward(const bench_forward_options& options);
 

@@ -624,6 +624,80 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
         report("unit_copy scatter" + layout + tag, sv);
         gpu.free_host_pinned(pinned);
       }
+  {
+    // unit_copy_batch (one launch for a step's loads or saves): three copies of one arena, each
+    // with its own ids, host bytes, layout and checksum (one skipped id, one copy unsummed),
+    // gathered in one batch and scattered back into a fresh arena in another, against
+    // cpu::unit_copy of each copy.
+    const std::vector<uint64_t> bb = {24, 40, 4096, 20000, 16, 65536};
+    const int32_t blocks = 12;
+    uint64_t unit_bytes = 0;
+    for (uint64_t b : bb) unit_bytes += b;
+    std::vector<mirror::pair<uint8_t>> src, dst;
+    std::vector<uint8_t*> src_h, src_d, dst_h, dst_d;
+    for (uint64_t b : bb) {
+      std::vector<uint8_t> bytes(b * blocks);
+      for (auto& x : bytes) x = static_cast<uint8_t>(r.below(256));
+      src.push_back(m.of(bytes));
+      dst.push_back(m.of(std::vector<uint8_t>(b * blocks, 0)));
+      src_h.push_back(src.back().h), src_d.push_back(src.back().d);
+      dst_h.push_back(dst.back().h), dst_d.push_back(dst.back().d);
+    }
+    auto bbd = m.of(bb);
+    auto rsrc = m.of(src_d), rdst = m.of(dst_d);
+    struct copy_spec {
+      std::vector<int32_t> ids;
+      bool segment_major, summed;
+    };
+    const std::vector<copy_spec> specs = {{{7, 0, 11}, false, true}, {{3, -1, 9, 1}, true, true}, {{5, 2}, true, false}};
+    std::vector<int32_t> all_ids;
+    std::vector<size_t> first_id, host_at;
+    size_t host_bytes = 0;
+    for (const auto& c : specs) {
+      first_id.push_back(all_ids.size()), host_at.push_back(host_bytes);
+      all_ids.insert(all_ids.end(), c.ids.begin(), c.ids.end());
+      host_bytes += unit_bytes * c.ids.size();
+    }
+    auto ids = m.of(all_ids);
+    auto sums_g = m.of(std::vector<uint64_t>(specs.size(), 0)), sums_s = m.of(std::vector<uint64_t>(specs.size(), 0));
+    std::vector<uint8_t> host_cpu(host_bytes, 0x5a);
+    auto* pinned = static_cast<uint8_t*>(gpu.alloc_host_pinned(host_bytes));
+    std::memset(pinned, 0x5a, host_bytes);
+    const auto batch = [&](bool device, unit_copy_direction dir, const mirror::pair<uint64_t>& sums) {
+      std::vector<unit_copy_args> out;
+      for (size_t k = 0; k < specs.size(); ++k) {
+        unit_copy_args a;
+        const bool gather = dir == unit_copy_direction::gather;
+        a.regions = device ? (gather ? rsrc.d : rdst.d) : (gather ? src_h.data() : dst_h.data());
+        a.block_bytes = device ? bbd.d : bb.data();
+        a.unit_ids = (device ? ids.d : ids.h) + first_id[k];
+        a.host = (device ? pinned : host_cpu.data()) + host_at[k];
+        a.num_fields = static_cast<int32_t>(bb.size()), a.num_units = static_cast<int32_t>(specs[k].ids.size());
+        a.max_block_bytes = 65536, a.direction = dir, a.segment_major = specs[k].segment_major;
+        a.checksum = specs[k].summed ? (device ? sums.d : sums.h) + k : nullptr;
+        out.push_back(a);
+      }
+      return out;
+    };
+    const auto gather = unit_copy_direction::gather, scatter = unit_copy_direction::scatter;
+    const std::vector<unit_copy_args> gather_cpu = batch(false, gather, sums_g), gather_gpu = batch(true, gather, sums_g);
+    run([&] { for (const auto& a : gather_cpu) cpu::unit_copy(a); },
+        [&] { kt.unit_copy_batch(stream_kind::save, gather_gpu.data(), gather_gpu.size()); });
+    verdict g;
+    size_t diff = 0;
+    for (size_t i = 0; i < host_bytes; ++i) diff += pinned[i] != host_cpu[i];
+    g.bitwise = diff == 0, g.err = double(diff) / double(host_bytes);
+    g.add(m, sums_g);
+    report("unit_copy_batch gather (3 copies, mixed layouts)" + tag, g);
+    const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s), scatter_gpu = batch(true, scatter, sums_s);
+    run([&] { for (const auto& a : scatter_cpu) cpu::unit_copy(a); },
+        [&] { kt.unit_copy_batch(stream_kind::load, scatter_gpu.data(), scatter_gpu.size()); });
+    verdict sv;
+    for (auto& p : dst) sv.add(m, p);
+    sv.add(m, sums_s);
+    report("unit_copy_batch scatter (3 copies, mixed layouts)" + tag, sv);
+    gpu.free_host_pinned(pinned);
+  }
 }
 
 // The matrix-unit matmuls (device.matmul = "tf32", model.weight_dtype = "bf16"): the error

@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
   fwd_cmd->add_option("--prompt-tokens", fwd.prompt_tokens, "prompt tokens per request");
   fwd_cmd->add_option("--decode-steps", fwd.decode_steps, "decode steps (one token per request each)");
   fwd_cmd->add_option("--batch", fwd.batches, "concurrent requests; several values (--batch 1 8) run one after another");
+  fwd_cmd->add_option("--save-chunks", fwd.save_chunks,
+                      "also decode with this many KV chunk saves per step (prompt chunks to host memory), beside "
+                      "the decode alone");
   ordo::bench_copy_options cpy;
   auto* copy_cmd = bench_cmd->add_subcommand("copy", "pinned host<->device peak vs. page-unit copies");
   copy_cmd->add_option("--config", cpy.config_path, "node config (TOML)")->required();

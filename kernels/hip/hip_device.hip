@@ -258,6 +258,10 @@ public:
   ORDO_HIP_OP(sample, sample_args)
   ORDO_HIP_OP(unit_copy, unit_copy_args)
 #undef ORDO_HIP_OP
+  void unit_copy_batch(stream_kind s, const unit_copy_args* a, size_t n) override {
+    dev_.bind();
+    hip::unit_copy_batch(a, n, dev_.stream(s));
+  }
 
 private:
   hip_device& dev_;

@@ -34,5 +34,6 @@ void ple_ngram(const ple_ngram_args& a, hipStream_t stream);
 void gather_rows(const gather_rows_args& a, hipStream_t stream);
 void sample(const sample_args& a, hipStream_t stream);
 void unit_copy(const unit_copy_args& a, hipStream_t stream);
+void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream);
 
 } // namespace ordo::hip

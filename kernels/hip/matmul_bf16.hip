@@ -1,11 +1,14 @@
 // y (+)= x · Wᵀ with bf16 weights on the matrix units (model.weight_dtype = "bf16"): 16×16×16
 // bf16 tiles with fp32 accumulators. W is stored as bf16 (a.w_bf16); x is rounded to bf16 (to
-// nearest even) as it is staged. k runs in steps of 16 in ascending order from a zero accumulator,
-// with no split-K, so every output element takes the same sequence of matrix ops whatever the row
-// count, the tile shape or the row's place in its tile: the result is batch-invariant and
+// nearest even) as it is staged. k is cut into fixed segments of k_seg (a function of k alone,
+// never of the rows): each segment's partial runs its k in steps of 16, ascending, from a zero
+// accumulator, and each output adds its partials to a zero total in segment order. So every
+// output element takes the same sequence of matrix ops and adds whatever the row count, the
+// tile shape, the kernel or the row's place in its tile: the result is batch-invariant and
 // deterministic, though not equal to the CPU reference (gpu_check reports the error against the
 // CPU on the same bf16 operands and checks the invariance). The tail of the last step is
-// zero-padded, the same way for every tile shape. The structure follows matmul_tf32.hip.
+// zero-padded, the same way for every tile shape. The segments let a decode matmul spread one
+// output strip's k over several warps.
 #include <cstring>
 #include <stdexcept>
 
@@ -23,6 +26,16 @@ using bf16 = __nv_bfloat16;
 constexpr int k_step = 16;     // k per matrix op
 constexpr int k_tile = 64;     // k staged per pass
 constexpr int ld = k_tile + 8; // shared row stride in bf16 (144 B: 16-byte rows, 32-byte fragments)
+constexpr int k_seg = 256;     // k per segment (see the top)
+static_assert(k_seg % k_tile == 0, "a segment is whole k tiles");
+
+using acc_fragment = wmma::fragment<wmma::accumulator, 16, 16, k_step, float>;
+
+// total += partial, element by element (the two fragments share one layout).
+__device__ inline void fold(acc_fragment& total, const acc_fragment& partial) {
+#pragma unroll
+  for (int e = 0; e < total.num_elements; ++e) total.x[e] += partial.x[e];
+}
 
 __device__ inline uint32_t bf16_pair(float lo, float hi) {
   const bf16 l = __float2bfloat16_rn(lo), h = __float2bfloat16_rn(hi);
@@ -63,7 +76,7 @@ __device__ inline uint4 load_w8(const uint16_t* row, int32_t k, int32_t limit, b
 
 // Writes a warp's 16×16 accumulator to y through its own scratch, per element, so edges and
 // `accumulate` are handled as in the exact kernel (y = y + s).
-__device__ inline void write_fragment(const matmul_args& a, const wmma::fragment<wmma::accumulator, 16, 16, k_step, float>& acc,
+__device__ inline void write_fragment(const matmul_args& a, const acc_fragment& acc,
                                       float* scratch, int32_t row0, int32_t out0, int lane) {
   wmma::store_matrix_sync(scratch, acc, 16, wmma::mem_row_major);
   __syncwarp();
@@ -129,11 +142,11 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) matmul_bf16_kernel(mat
     }
   };
 
-  wmma::fragment<wmma::accumulator, 16, 16, k_step, float> acc[FM][FN];
+  acc_fragment acc[FM][FN], total[FM][FN];
 #pragma unroll
   for (int i = 0; i < FM; ++i)
 #pragma unroll
-    for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f), wmma::fill_fragment(total[i][j], 0.0f);
 
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) fetch(xr[d], wr[d], d);
@@ -159,6 +172,12 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) matmul_bf16_kernel(mat
 #pragma unroll
           for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
       }
+      if ((t + 1) % (k_seg / k_tile) == 0 || t + 1 == tiles) { // a segment ends: fold its partial
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+          for (int j = 0; j < FN; ++j) fold(total[i][j], acc[i][j]), wmma::fill_fragment(acc[i][j], 0.0f);
+      }
       __syncthreads();
     }
   }
@@ -168,66 +187,85 @@ __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32) matmul_bf16_kernel(mat
   for (int i = 0; i < FM; ++i)
 #pragma unroll
     for (int j = 0; j < FN; ++j)
-      write_fragment(a, acc[i][j], scratch, r0 + (wm * FM + i) * 16, n0 + (wn * FN + j) * 16, lane);
+      write_fragment(a, total[i][j], scratch, r0 + (wm * FM + i) * 16, n0 + (wn * FN + j) * 16, lane);
 }
 
 // Decode (at most 16 rows) where the weights allow it (in % 16 == 0, out % 16 == 0, W 32-byte
-// aligned): each warp streams its 16-output strip of W from global memory straight into B
-// fragments, AHEAD k-steps in flight; x is staged in shared memory x_chunk k at a time as bf16
-// (rows past a.rows stay zero). The fragments hold the same values in the same order as the staged
-// kernel's, so the bits agree.
-constexpr int x_chunk = 512, x_ld = x_chunk + 8;
-
-template <int WARPS, int AHEAD>
-__global__ void __launch_bounds__(WARPS * 32) matmul_bf16_strip_kernel(matmul_args a) {
-  __shared__ __align__(128) bf16 xs[16 * x_ld];
-  __shared__ __align__(128) float scratch_all[WARPS * 256];
+// aligned): a block owns one 16-output strip and its SEGW warps take its k segments in rounds,
+// warp w segment round + w. A warp issues all of its segment's W fragment loads (straight from
+// global memory) before its first matrix op, then stages x 64 k at a time in its own shared tile
+// as bf16 (rows past a.rows stay zero). After each round the block adds the round's partials to
+// each element's total in segment order. The fragments hold the same values in the same order as
+// the staged kernel's, so the bits agree.
+template <int SEGW>
+__global__ void __launch_bounds__(SEGW * 32) matmul_bf16_strip_kernel(matmul_args a, bool xvec) {
+  constexpr int seg_steps = k_seg / k_step, sub_steps = k_tile / k_step, threads = SEGW * 32;
+  constexpr int per_thread = (256 + threads - 1) / threads; // elements of the strip's 16×16 each thread folds
+  __shared__ __align__(128) bf16 xs_all[SEGW][16 * ld];
+  __shared__ __align__(128) float part[SEGW][256];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int32_t out0 = (blockIdx.x * WARPS + warp) * 16;
-  const bool live = out0 < a.out;
-  const bf16* wstrip = reinterpret_cast<const bf16*>(a.w_bf16) + static_cast<int64_t>(live ? out0 : 0) * a.in;
+  const int32_t out0 = blockIdx.x * 16;
+  const bf16* wstrip = reinterpret_cast<const bf16*>(a.w_bf16) + static_cast<int64_t>(out0) * a.in;
+  bf16* xs = xs_all[warp];
   const bf16 zero = __float2bfloat16_rn(0.0f);
-  for (int e = threadIdx.x; e < 16 * x_ld; e += WARPS * 32) xs[e] = zero;
+  for (int e = lane; e < 16 * ld; e += 32) xs[e] = zero;
+  float total[per_thread];
+#pragma unroll
+  for (int i = 0; i < per_thread; ++i) total[i] = 0.0f;
 
-  wmma::fragment<wmma::accumulator, 16, 16, k_step, float> acc;
-  wmma::fill_fragment(acc, 0.0f);
-  for (int32_t c0 = 0; c0 < a.in; c0 += x_chunk) {
-    const int32_t cn = a.in - c0 < x_chunk ? a.in - c0 : x_chunk;
-    __syncthreads(); // zeroed, or the previous chunk consumed
-    // Eight loads issued before their stores (a batch of rows is up to 16 × x_chunk floats).
-    constexpr int stride = WARPS * 32;
-    for (int e0 = threadIdx.x; e0 < a.rows * x_chunk; e0 += 8 * stride) {
-      float v[8];
+  const int32_t segs = (a.in + k_seg - 1) / k_seg;
+  for (int32_t round = 0; round < segs; round += SEGW) {
+    const int32_t seg = round + warp;
+    if (seg < segs) {
+      const int32_t k0 = seg * k_seg;
+      const int steps = (a.in - k0 < k_seg ? a.in - k0 : k_seg) / k_step;
+      wmma::fragment<wmma::matrix_b, 16, 16, k_step, bf16, wmma::col_major> fb[seg_steps];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int e = e0 + u * stride, r = e / x_chunk, k = e % x_chunk;
-        v[u] = e < a.rows * x_chunk && k < cn ? a.x[static_cast<int64_t>(r) * a.ldx + c0 + k] : 0.0f;
-      }
+      for (int u = 0; u < seg_steps; ++u)
+        if (u < steps) wmma::load_matrix_sync(fb[u], wstrip + k0 + u * k_step, a.in);
+      acc_fragment acc;
+      wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int e = e0 + u * stride, r = e / x_chunk, k = e % x_chunk;
-        if (e < a.rows * x_chunk && k < cn) xs[r * x_ld + k] = __float2bfloat16_rn(v[u]);
+      for (int c = 0; c < seg_steps; c += sub_steps) {
+        if (c >= steps) break;
+        const int32_t kc = k0 + c * k_step;
+        __syncwarp(); // the previous sub-tile consumed
+        for (int e = lane; e < a.rows * (k_tile / 4); e += 32) {
+          const int r = e / (k_tile / 4), q = e % (k_tile / 4);
+          const int32_t limit = kc + k_tile < a.in ? kc + k_tile : a.in;
+          *reinterpret_cast<uint2*>(xs + r * ld + q * 4) =
+              load_x4(a.x + static_cast<int64_t>(r) * a.ldx, kc + q * 4, limit, xvec);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < sub_steps; ++u) {
+          if (c + u >= steps) break;
+          wmma::fragment<wmma::matrix_a, 16, 16, k_step, bf16, wmma::row_major> fa;
+          wmma::load_matrix_sync(fa, xs + u * k_step, ld);
+          wmma::mma_sync(acc, fa, fb[c + u], acc);
+        }
       }
+      wmma::store_matrix_sync(part[warp], acc, 16, wmma::mem_row_major);
     }
     __syncthreads();
-    if (!live) continue;
-    const int steps = cn / k_step;
-    for (int s0 = 0; s0 < steps; s0 += AHEAD) {
-      wmma::fragment<wmma::matrix_b, 16, 16, k_step, bf16, wmma::col_major> fb[AHEAD];
+    const int in_round = segs - round < SEGW ? segs - round : SEGW;
 #pragma unroll
-      for (int u = 0; u < AHEAD; ++u)
-        if (s0 + u < steps) wmma::load_matrix_sync(fb[u], wstrip + c0 + (s0 + u) * k_step, a.in);
+    for (int i = 0; i < per_thread; ++i) {
+      const int e = threadIdx.x + i * threads;
+      if (e < 256)
+        for (int w = 0; w < in_round; ++w) total[i] += part[w][e];
+    }
+    __syncthreads();
+  }
 #pragma unroll
-      for (int u = 0; u < AHEAD; ++u) {
-        if (s0 + u >= steps) break;
-        wmma::fragment<wmma::matrix_a, 16, 16, k_step, bf16, wmma::row_major> fa;
-        wmma::load_matrix_sync(fa, xs + (s0 + u) * k_step, x_ld);
-        wmma::mma_sync(acc, fa, fb[u], acc);
-      }
+  for (int i = 0; i < per_thread; ++i) {
+    const int e = threadIdx.x + i * threads;
+    const int32_t row = e / 16, out = out0 + e % 16;
+    if (e < 256 && row < a.rows) {
+      float* y = a.y + static_cast<int64_t>(row) * a.ldy + out;
+      *y = a.accumulate ? *y + total[i] : total[i];
     }
   }
-  if (!live) return;
-  write_fragment(a, acc, scratch_all + warp * 256, 0, out0, lane);
 }
 
 template <int BM, int BN, int WARPS_M, int WARPS_N, int DEPTH>
@@ -249,7 +287,8 @@ void matmul_bf16(const matmul_args& a, hipStream_t stream) {
   // The tile shape follows the row count (decode: small tiles, more blocks); the per-element
   // sequence of matrix ops does not depend on it.
   if (a.rows <= 16 && a.in % k_step == 0 && a.out % 16 == 0 && reinterpret_cast<uintptr_t>(a.w_bf16) % 32 == 0) {
-    matmul_bf16_strip_kernel<1, 16><<<a.out / 16, 32, 0, stream>>>(a);
+    const bool xvec = a.ldx % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    matmul_bf16_strip_kernel<8><<<a.out / 16, 8 * 32, 0, stream>>>(a, xvec);
     ORDO_HIP_LAUNCHED();
   } else if (a.rows <= 16)
     launch<16, 16, 1, 1, 4>(a, stream);

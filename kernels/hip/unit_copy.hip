@@ -1,6 +1,7 @@
 // Page-unit gather / scatter between the arena and mapped pinned host memory (DESIGN §2.2):
-// one launch moves every field block of every unit, the kernel's loads or stores crossing the
-// link directly, so small field blocks cost no per-copy overhead. Byte-exact, like cpu::unit_copy,
+// one launch moves every field block of every unit (unit_copy_batch: of every copy of a step's
+// loads or saves), the kernel's loads or stores crossing the link directly, so small field blocks
+// and small objects cost no per-copy overhead. Byte-exact, like cpu::unit_copy,
 // in both host layouts (unit-major, segment-major) and skipping negative unit ids. A launch may
 // also sum the object checksum's terms of the host buffer from the bytes it moves.
 #include <stdexcept>
@@ -34,12 +35,12 @@ __device__ void add_checksum(uint64_t* total, uint64_t sum) {
   if (threadIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(total), static_cast<unsigned long long>(red[0]));
 }
 
-// Grid: x = (unit index i, field f) pair, y = 16 KiB chunk of the field block. Pairs are numbered
-// in host order (unit-major: i then f; segment-major: f then i), so neighbouring CTAs touch
-// neighbouring host bytes. A skipped (negative) id's CTAs return before touching memory, or, when
-// the launch sums the checksum, read their host bytes for it and write nothing.
-__global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host) {
-  const int32_t pair = blockIdx.x;
+// One CTA's share of copy `a`: (unit index i, field f) pair `pair`, the 16 KiB chunk blockIdx.y
+// of its field block. Pairs are numbered in host order (unit-major: i then f; segment-major: f
+// then i), so neighbouring CTAs touch neighbouring host bytes. A skipped (negative) id's CTAs
+// return before touching memory, or, when the copy sums the checksum, read their host bytes for
+// it and write nothing. Every thread of the CTA calls it with the same arguments.
+__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair) {
   const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
   const int32_t f = a.segment_major ? pair / a.num_units : pair % a.num_fields;
   const uint64_t bb = a.block_bytes[f];
@@ -106,24 +107,88 @@ __global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host) {
   if (a.checksum) add_checksum(a.checksum, sum);
 }
 
+// Grid: x = pair, y = 16 KiB chunk of the field block.
+__global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host) { copy_pair(a, host, blockIdx.x); }
+
+// Up to max_batch copies that share regions, fields and direction in one launch: grid x runs over
+// the pairs of copy 0, then of copy 1, ... (first_pair: each copy's first); every copy keeps its
+// own unit ids, host buffer (through its device mapping), layout and checksum.
+constexpr int max_batch = 32;
+struct batch_entry {
+  const int32_t* unit_ids;
+  uint8_t* host; // mapped
+  uint64_t* checksum;
+  int32_t num_units, first_pair;
+  bool segment_major;
+};
+struct batch_params {
+  unit_copy_args common; // regions, block_bytes, num_fields, direction
+  int32_t count;
+  batch_entry e[max_batch];
+};
+
+__global__ void unit_copy_batch_kernel(batch_params p) {
+  int32_t k = 0;
+  while (k + 1 < p.count && static_cast<int32_t>(blockIdx.x) >= p.e[k + 1].first_pair) ++k;
+  const batch_entry& e = p.e[k];
+  unit_copy_args a = p.common;
+  a.unit_ids = e.unit_ids, a.num_units = e.num_units, a.checksum = e.checksum, a.segment_major = e.segment_major;
+  copy_pair(a, e.host, static_cast<int32_t>(blockIdx.x) - e.first_pair);
+}
+
+// The kernel addresses a host buffer through its device mapping (equal to the host pointer under
+// unified addressing, which the NVIDIA runtime gives every 64-bit process).
+uint8_t* mapped(uint8_t* host) {
+  void* m = nullptr;
+  if (hipHostGetDevicePointer(&m, host, 0) != hipSuccess) {
+    (void)hipGetLastError();
+    return host;
+  }
+  return static_cast<uint8_t*>(m);
+}
+
+uint64_t checked_chunks(uint64_t pairs, uint64_t max_block_bytes) {
+  const uint64_t chunks = (max_block_bytes + chunk_bytes - 1) / chunk_bytes;
+  if (pairs > 0x7fffffffu || chunks > 65535)
+    throw std::invalid_argument("unit_copy: too many units × fields or too large a field block");
+  return chunks;
+}
+
+bool same_launch(const unit_copy_args& a, const unit_copy_args& b) {
+  return a.regions == b.regions && a.block_bytes == b.block_bytes && a.num_fields == b.num_fields &&
+         a.direction == b.direction;
+}
+
 } // namespace
 
 void unit_copy(const unit_copy_args& a, hipStream_t stream) {
   if (a.num_units <= 0 || a.num_fields <= 0 || a.max_block_bytes == 0) return;
   const uint64_t pairs = static_cast<uint64_t>(a.num_units) * static_cast<uint64_t>(a.num_fields);
-  const uint64_t chunks = (a.max_block_bytes + chunk_bytes - 1) / chunk_bytes;
-  if (pairs > 0x7fffffffu || chunks > 65535)
-    throw std::invalid_argument("unit_copy: too many units × fields or too large a field block");
-  // The kernel addresses the host buffer through its device mapping (equal to the host pointer
-  // under unified addressing, which the NVIDIA runtime gives every 64-bit process).
-  void* mapped = nullptr;
-  if (hipHostGetDevicePointer(&mapped, a.host, 0) != hipSuccess) {
-    (void)hipGetLastError();
-    mapped = a.host;
-  }
-  dim3 grid(static_cast<unsigned>(pairs), static_cast<unsigned>(chunks));
-  unit_copy_kernel<<<grid, threads, 0, stream>>>(a, static_cast<uint8_t*>(mapped));
+  dim3 grid(static_cast<unsigned>(pairs), static_cast<unsigned>(checked_chunks(pairs, a.max_block_bytes)));
+  unit_copy_kernel<<<grid, threads, 0, stream>>>(a, mapped(a.host));
   ORDO_HIP_LAUNCHED();
+}
+
+void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
+  size_t i = 0;
+  while (i < n) {
+    batch_params p{};
+    p.common = a[i];
+    uint64_t pairs = 0, max_block_bytes = 0;
+    for (; i < n && p.count < max_batch && same_launch(a[i], p.common); ++i) {
+      if (a[i].num_units <= 0 || a[i].num_fields <= 0 || a[i].max_block_bytes == 0) continue; // nothing to move
+      batch_entry& e = p.e[p.count++];
+      e.unit_ids = a[i].unit_ids, e.host = mapped(a[i].host), e.checksum = a[i].checksum;
+      e.num_units = a[i].num_units, e.first_pair = static_cast<int32_t>(pairs);
+      e.segment_major = a[i].segment_major;
+      pairs += static_cast<uint64_t>(a[i].num_units) * static_cast<uint64_t>(a[i].num_fields);
+      max_block_bytes = a[i].max_block_bytes > max_block_bytes ? a[i].max_block_bytes : max_block_bytes;
+    }
+    if (p.count == 0) continue;
+    dim3 grid(static_cast<unsigned>(pairs), static_cast<unsigned>(checked_chunks(pairs, max_block_bytes)));
+    unit_copy_batch_kernel<<<grid, threads, 0, stream>>>(p);
+    ORDO_HIP_LAUNCHED();
+  }
 }
 
 } // namespace ordo::hip
