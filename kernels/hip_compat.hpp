@@ -28,6 +28,9 @@
 #include <mma.h>
 #define ORDO_HAS_TF32_MMA 1
 #define ORDO_HAS_BF16_MMA 1
+// Only the matrix-unit kernels (NVIDIA) use these: more than 48 KiB of dynamic shared memory.
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 
 using hipError_t = cudaError_t;
 using hipStream_t = cudaStream_t;

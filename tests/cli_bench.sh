@@ -47,6 +47,24 @@ check "the error names cache.chunk_size" grep -q "cache.chunk_size" "$tmp/err"
 check "a workload larger than the arena exits 2" test $? -eq 2
 check "the error names cache.num_blocks" grep -q "cache.num_blocks" "$tmp/err"
 
+# Every projection shape of the tiny dense model, at two row counts, exact only on the CPU device.
+"$ordo" bench matmul --config configs/dense.toml --rows 1 40 --repeats 2 >"$tmp/mm" 2>"$tmp/err"
+check "matmul exits 0" test $? -eq 0
+check "matmul prints a table row per shape and row count" grep -qE '^exact +40 +[0-9]+ +[0-9]+ +[0-9.]+ ' "$tmp/mm"
+check "matmul times each shape of the model once per row count" python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+rows = j["rows"]
+assert j["bench"] == "matmul" and j["repeats"] == 2, j
+shapes = {(r["in"], r["out"]) for r in rows}
+assert len(shapes) >= 3 and len(rows) == 2 * len(shapes), rows
+assert {r["mode"] for r in rows} == {"exact"} and {r["rows"] for r in rows} == {1, 40}, rows
+assert all(r["us"] > 0 and r["tflops"] > 0 for r in rows), rows
+' < <(json "$tmp/mm")
+"$ordo" bench matmul --config configs/dense.toml --rows 0 >"$tmp/out" 2>"$tmp/err"
+check "matmul with --rows 0 exits 2" test $? -eq 2
+check "the error names --rows" grep -q -- "--rows must be in 1..65536" "$tmp/err"
+
 "$ordo" bench copy --config configs/default.toml >"$tmp/copy" 2>"$tmp/err"
 check "copy exits 0" test $? -eq 0
 check "copy prints one BENCH_JSON line" test "$(grep -c '^BENCH_JSON {' "$tmp/copy")" -eq 1

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include "kernels/cpu/dtype.hpp"
 #include "kernels/kernel_table.hpp"
 #include "kernels/object_checksum.hpp"
 #include "runtime/checksum.hpp"
@@ -352,6 +353,105 @@ int run_bench_forward(const bench_forward_options& o) {
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "ordo bench forward: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int run_bench_matmul(const bench_matmul_options& o) {
+  spdlog::set_level(spdlog::level::warn);
+  node_config cfg;
+  if (!load_bench_config(o.config_path, o.overrides, cfg))
+    return 2;
+  std::string why;
+  if (o.rows.empty())
+    why = "--rows needs at least one row count";
+  for (auto r : o.rows)
+    if (r < 1 || r > 65536)
+      why = "--rows must be in 1..65536 (got " + std::to_string(r) + ")";
+  if (o.repeats < 1 || o.repeats > 10000)
+    why = "--repeats must be in 1..10000";
+  if (!why.empty()) {
+    std::cerr << "ordo bench matmul: " << why << "\n";
+    return 2;
+  }
+  try {
+    auto dev = make_configured_device(cfg);
+    const model_dims dims = dims_of(cfg.preset, cfg.size);
+    // The distinct projection shapes of the model (in → out), in the order a layer runs them.
+    std::vector<std::pair<int32_t, int32_t>> shapes;
+    auto add_shape = [&](int32_t in, int32_t out) {
+      if (in > 0 && out > 0 && std::find(shapes.begin(), shapes.end(), std::make_pair(in, out)) == shapes.end())
+        shapes.emplace_back(in, out);
+    };
+    add_shape(dims.d_model, dims.q_dim());
+    add_shape(dims.d_model, dims.kv_dim());
+    add_shape(dims.q_dim(), dims.d_model);
+    add_shape(dims.d_model, dims.mlp_dim);
+    add_shape(dims.mlp_dim, dims.d_model);
+    struct mode {
+      const char* name;
+      kernel_options opts;
+    };
+    std::vector<mode> modes = {{"exact", {matmul_mode::exact, weight_dtype::fp32}}};
+    if (cfg.device_kind == device_kind::hip) {
+      modes.push_back({"tf32", {matmul_mode::tf32, weight_dtype::fp32}});
+      modes.push_back({"bf16", {matmul_mode::exact, weight_dtype::bf16}});
+    }
+    const int32_t max_rows = *std::max_element(o.rows.begin(), o.rows.end());
+    std::printf("ordo bench matmul: %s/%s on %s | y = x·Wᵀ, %d launches per timing, best of 3\n",
+                to_string(cfg.preset), to_string(cfg.size), dev->name().c_str(), o.repeats);
+    std::printf("%-6s %6s %6s %6s %11s %9s %10s\n", "mode", "rows", "in", "out", "us/call", "TFLOP/s", "W GB/s");
+    nlohmann::json rows_json = nlohmann::json::array();
+    std::mt19937 gen(17);
+    auto floats = [&](size_t n, float lo, float hi) {
+      std::uniform_real_distribution<float> u(lo, hi);
+      std::vector<float> v(n);
+      for (auto& e : v) e = u(gen);
+      return v;
+    };
+    for (auto [in, out] : shapes) {
+      std::vector<float> x = floats(static_cast<size_t>(max_rows) * in, -1, 1);
+      std::vector<float> w = floats(static_cast<size_t>(out) * in, -0.05f, 0.05f);
+      std::vector<uint16_t> wb(w.size());
+      for (size_t i = 0; i < w.size(); ++i) wb[i] = cpu::float_to_bf16(w[i]);
+      auto upload = [&](const void* src, size_t bytes) {
+        void* d = dev->alloc_device(bytes);
+        dev->copy_async(stream_kind::load, d, src, bytes);
+        return d;
+      };
+      auto* xd = static_cast<float*>(upload(x.data(), x.size() * sizeof(float)));
+      auto* wd = static_cast<float*>(upload(w.data(), w.size() * sizeof(float)));
+      auto* wbd = static_cast<uint16_t*>(upload(wb.data(), wb.size() * sizeof(uint16_t)));
+      auto* yd = static_cast<float*>(dev->alloc_device(static_cast<size_t>(max_rows) * out * sizeof(float)));
+      dev->synchronize();
+      for (const auto& m : modes) {
+        auto table = make_kernel_table(*dev, m.opts);
+        const bool bf16 = m.opts.weights == weight_dtype::bf16;
+        for (auto rows : o.rows) {
+          matmul_args a{xd, in, bf16 ? nullptr : wd, yd, out, rows, in, out, false};
+          if (bf16)
+            a.w_bf16 = wbd;
+          table->matmul(stream_kind::compute, a); // warm-up (module load, caches)
+          const double s = best_time(*dev, 3, [&] {
+                             for (int32_t i = 0; i < o.repeats; ++i) table->matmul(stream_kind::compute, a);
+                           }) /
+                           o.repeats;
+          const double flops = 2.0 * rows * in * out;
+          const double wbytes = static_cast<double>(out) * in * (bf16 ? 2 : 4);
+          std::printf("%-6s %6d %6d %6d %11.1f %9.2f %10.1f\n", m.name, rows, in, out, s * 1e6, flops / s / 1e12,
+                      wbytes / s / 1e9);
+          rows_json.push_back({{"mode", m.name}, {"rows", rows}, {"in", in}, {"out", out}, {"us", s * 1e6},
+                               {"tflops", flops / s / 1e12}, {"weight_gbps", wbytes / s / 1e9}});
+        }
+      }
+      for (void* p : std::initializer_list<void*>{xd, wd, wbd, yd}) dev->free_device(p);
+    }
+    nlohmann::json j = {{"bench", "matmul"}, {"preset", to_string(cfg.preset)}, {"size", to_string(cfg.size)},
+                        {"device", dev->name()}, {"repeats", o.repeats}, {"rows", rows_json}};
+    std::printf("BENCH_JSON %s\n", j.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ordo bench matmul: " << e.what() << "\n";
     return 1;
   }
 }

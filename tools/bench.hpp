@@ -27,6 +27,18 @@ struct bench_forward_options {
 // Returns the process exit code (0 ok, 2 bad config or arguments, 1 failure).
 int run_bench_forward(const bench_forward_options& options);
 
+struct bench_matmul_options {
+  std::string config_path = "configs/dense.toml";
+  std::vector<std::string> overrides;
+  std::vector<int32_t> rows = {1, 16, 512, 4096}; // x rows per call (decode batches, prefill tokens)
+  int32_t repeats = 20;                            // launches per timing
+};
+
+// Each projection shape of the configured model in every matmul mode the device has (exact;
+// tf32 and bf16 weights on a GPU): microseconds per call, TFLOP/s and weight GB/s, then one
+// BENCH_JSON line. Returns the process exit code.
+int run_bench_matmul(const bench_matmul_options& options);
+
 struct bench_copy_options {
   std::string config_path = "configs/default.toml";
   std::vector<std::string> overrides;

@@ -707,7 +707,8 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
 // the exact matmul of the same bf16 operands (W's bf16 values, x rounded to bf16), so only the
 // matrix units' summation differs.
 // `aligned`: in a multiple of 16 and out of 16, so rows <= 16 take the strip kernel (W fragments
-// straight from global memory); otherwise every row count takes the staged kernel.
+// straight from global memory) and more rows the pipelined kernel (cp.async), whose bits must
+// agree; otherwise every row count takes the register-staged kernel.
 void check_matrix_unit_matmul(device& gpu, kernel_table& kt, bool bf16, const shape& sh, bool aligned, uint64_t seed) {
   mirror m(gpu);
   rng r(seed);

@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   replay_cmd->add_flag("--node", replay.node, "re-send the recorded requests to a fresh node, compare digests");
   replay_cmd->add_option("--set", replay.sets, "override a config key of the recorded config (repeatable)");
 
-  auto* bench_cmd = app.add_subcommand("bench", "time the forward, the copy paths or the offload path (table + BENCH_JSON line)");
+  auto* bench_cmd = app.add_subcommand("bench", "time the forward, the matmuls, the copy paths or the offload path (table + BENCH_JSON line)");
   bench_cmd->require_subcommand(1);
   ordo::bench_forward_options fwd;
   auto* fwd_cmd = bench_cmd->add_subcommand("forward", "prefill and decode throughput through the step executor");
@@ -155,6 +155,12 @@ int main(int argc, char** argv) {
   fwd_cmd->add_option("--save-chunks", fwd.save_chunks,
                       "also decode with this many KV chunk saves per step (prompt chunks to host memory), beside "
                       "the decode alone");
+  ordo::bench_matmul_options mm;
+  auto* matmul_cmd = bench_cmd->add_subcommand("matmul", "each projection shape of the model in every matmul mode");
+  matmul_cmd->add_option("--config", mm.config_path, "node config (TOML)")->required();
+  matmul_cmd->add_option("--set", mm.overrides, "override a config key (repeatable)");
+  matmul_cmd->add_option("--rows", mm.rows, "x rows per call; several values run one after another");
+  matmul_cmd->add_option("--repeats", mm.repeats, "launches per timing (the time is their mean, best of 3)");
   ordo::bench_copy_options cpy;
   auto* copy_cmd = bench_cmd->add_subcommand("copy", "pinned host<->device peak vs. page-unit copies");
   copy_cmd->add_option("--config", cpy.config_path, "node config (TOML)")->required();
@@ -200,6 +206,8 @@ int main(int argc, char** argv) {
   }
   if (*fwd_cmd)
     return ordo::run_bench_forward(fwd);
+  if (*matmul_cmd)
+    return ordo::run_bench_matmul(mm);
   if (*copy_cmd)
     return ordo::run_bench_copy(cpy);
   if (*offload_cmd) {

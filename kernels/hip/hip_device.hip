@@ -17,6 +17,30 @@
 #include "runtime/device_registry.hpp"
 
 namespace ordo {
+
+namespace hip {
+
+void* device_scratch::reserve(size_t need, hipStream_t stream) {
+  if (need <= bytes)
+    return ptr;
+  ORDO_HIP_CHECK(hipStreamSynchronize(stream)); // the stream's earlier kernels may still use the old one
+  release();
+  const size_t mib = size_t(1) << 20;
+  const size_t grown = (need + mib - 1) / mib * mib;
+  ORDO_HIP_CHECK(hipMalloc(&ptr, grown));
+  bytes = grown;
+  return ptr;
+}
+
+void device_scratch::release() {
+  if (ptr)
+    ORDO_HIP_CHECK(hipFree(ptr));
+  ptr = nullptr;
+  bytes = 0;
+}
+
+} // namespace hip
+
 namespace {
 
 class hip_device final : public device {
@@ -225,11 +249,15 @@ private:
 class hip_kernel_table final : public kernel_table {
 public:
   hip_kernel_table(hip_device& dev, const kernel_options& options) : dev_(dev), options_(options) {}
+  ~hip_kernel_table() override {
+    dev_.bind();
+    for (auto& s : scratch_) s.release();
+  }
 
   void matmul(stream_kind s, const matmul_args& a) override {
     dev_.bind();
     if (a.w_bf16 != nullptr)
-      hip::matmul_bf16(a, dev_.stream(s));
+      hip::matmul_bf16(a, dev_.stream(s), scratch_[static_cast<size_t>(s)]);
     else if (options_.matmul == matmul_mode::tf32)
       hip::matmul_tf32(a, dev_.stream(s));
     else
@@ -266,6 +294,7 @@ public:
 private:
   hip_device& dev_;
   kernel_options options_;
+  hip::device_scratch scratch_[3]; // per stream_kind (compute, load, save)
 };
 
 int count_devices() {

@@ -14,9 +14,18 @@ void matmul(const matmul_args& a, hipStream_t stream);
 // the CPU. Only where ORDO_HAS_TF32_MMA; elsewhere it throws std::invalid_argument.
 void matmul_tf32(const matmul_args& a, hipStream_t stream);
 bool has_tf32_matmul();
+// Device memory a kernel table keeps per stream for a launcher's intermediate values; the
+// launcher grows it (after synchronizing that stream) and the table frees it.
+struct device_scratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  void* reserve(size_t need, hipStream_t stream);
+  void release();
+};
 // model.weight_dtype = "bf16" (kernels/hip/matmul_bf16.hip): a.w_bf16 on the matrix units,
 // batch-invariant, not equal to the CPU. Only where ORDO_HAS_BF16_MMA; elsewhere it throws.
-void matmul_bf16(const matmul_args& a, hipStream_t stream);
+// `x_bf16`: where a many-row call keeps x rounded to bf16 (the stream's own scratch).
+void matmul_bf16(const matmul_args& a, hipStream_t stream, device_scratch& x_bf16);
 bool has_bf16_matmul();
 void rmsnorm(const rmsnorm_args& a, hipStream_t stream);
 void embed(const embed_args& a, hipStream_t stream);

@@ -8,7 +8,11 @@
 // deterministic, though not equal to the CPU reference (gpu_check reports the error against the
 // CPU on the same bf16 operands and checks the invariance). The tail of the last step is
 // zero-padded, the same way for every tile shape. The segments let a decode matmul spread one
-// output strip's k over several warps.
+// output strip's k over several warps. Three kernels follow that sequence: the decode strip kernel
+// (at most 16 rows), the pipelined kernel (more rows: x rounded to bf16 once, then both operands
+// copied global → shared by cp.async, three k tiles in flight) and the register-staged kernel
+// (shapes the other two do not take).
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -268,6 +272,152 @@ __global__ void __launch_bounds__(SEGW * 32) matmul_bf16_strip_kernel(matmul_arg
   }
 }
 
+// x (rows × in, in % 8 == 0) rounded to bf16 to nearest even, as load_x4 rounds it, into xb
+// (rows × in, packed). One thread per 8 values.
+__global__ void x_to_bf16_kernel(const float* x, int64_t ldx, int32_t rows, int32_t in, bool xvec, uint16_t* xb) {
+  const int32_t per_row = in / 8;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(rows) * per_row) return;
+  const int32_t row = static_cast<int32_t>(i / per_row), k = static_cast<int32_t>(i % per_row) * 8;
+  const float* src = x + static_cast<int64_t>(row) * ldx;
+  const uint2 lo = load_x4(src, k, in, xvec), hi = load_x4(src, k + 4, in, xvec);
+  *reinterpret_cast<uint4*>(xb + static_cast<int64_t>(row) * in + k) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+}
+
+// 16 bytes global → shared without passing through registers; `valid` false writes 16 zeros
+// (src-size 0: nothing is read from `src`).
+__device__ inline void copy16_async(bf16* dst, const void* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ inline void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ inline void async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Many rows (in % 8 == 0, W 16-byte aligned, x already bf16 in xb): a block computes BM rows ×
+// BN outputs with WARPS_M × WARPS_N warps, each FM × FN fragments, the k tiles of x and W copied
+// straight into a ring of STAGES shared buffers (dynamic shared memory), STAGES − 1 tiles ahead
+// of the matrix ops. Rows and outputs past the edges, and k past `in`, are copied as zeros. Each
+// tile runs the same k steps, segment folds and fragment writes as matmul_bf16_kernel, so the
+// bits agree with it and with the strip kernel.
+template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
+    matmul_bf16_async_kernel(matmul_args a, const uint16_t* xb) {
+  constexpr int threads = WARPS_M * WARPS_N * 32;
+  constexpr int FM = BM / WARPS_M / 16, FN = BN / WARPS_N / 16;
+  constexpr int chunks = k_tile / 8;          // 16-byte pieces of one row of a tile
+  constexpr int stage_elems = (BM + BN) * ld; // x rows, then W rows
+  constexpr int per_thread = (BM + BN) * chunks / threads;
+  static_assert(FM * WARPS_M * 16 == BM && FN * WARPS_N * 16 == BN, "tile must split into 16×16 fragments");
+  static_assert(per_thread * threads == (BM + BN) * chunks, "a tile's pieces must split evenly");
+  static_assert(WARPS_M * WARPS_N * 256 * sizeof(float) <= stage_elems * sizeof(bf16), "scratch fits a stage");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* smem = reinterpret_cast<bf16*>(smem_raw);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const int32_t r0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int32_t tiles = (a.in + k_tile - 1) / k_tile;
+
+  const auto load_tile = [&](int32_t tile) {
+    if (tile < tiles) {
+      bf16* stage = smem + (tile % STAGES) * stage_elems;
+      const int32_t k0 = tile * k_tile;
+#pragma unroll
+      for (int i = 0; i < per_thread; ++i) {
+        const int e = threadIdx.x + i * threads;
+        const int r = e / chunks;
+        const int32_t k = k0 + (e % chunks) * 8;
+        const uint16_t* src;
+        bool ok;
+        if (r < BM) {
+          const int32_t row = r0 + r;
+          ok = row < a.rows && k < a.in;
+          src = ok ? xb + static_cast<int64_t>(row) * a.in + k : xb;
+        } else {
+          const int32_t out = n0 + (r - BM);
+          ok = out < a.out && k < a.in;
+          src = ok ? a.w_bf16 + static_cast<int64_t>(out) * a.in + k : a.w_bf16;
+        }
+        copy16_async(stage + r * ld + (e % chunks) * 8, src, ok);
+      }
+    }
+    async_commit(); // one group per tile, empty past the end, so the waits count tiles
+  };
+
+  acc_fragment acc[FM][FN], total[FM][FN];
+#pragma unroll
+  for (int i = 0; i < FM; ++i)
+#pragma unroll
+    for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f), wmma::fill_fragment(total[i][j], 0.0f);
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) load_tile(s);
+  for (int32_t t = 0; t < tiles; ++t) {
+    async_wait<STAGES - 2>(); // tile t has landed (this thread's pieces) …
+    __syncthreads();          // … everyone's, and every warp is done with tile t − 1's buffer
+    load_tile(t + STAGES - 1);
+    const bf16* xs = smem + (t % STAGES) * stage_elems;
+    const bf16* ws = xs + BM * ld;
+    const int32_t left = a.in - t * k_tile;
+    const int steps = left >= k_tile ? k_tile / k_step : (left + k_step - 1) / k_step;
+    for (int s = 0; s < steps; ++s) {
+      wmma::fragment<wmma::matrix_a, 16, 16, k_step, bf16, wmma::row_major> fa[FM];
+      wmma::fragment<wmma::matrix_b, 16, 16, k_step, bf16, wmma::col_major> fb[FN];
+#pragma unroll
+      for (int i = 0; i < FM; ++i) wmma::load_matrix_sync(fa[i], xs + (wm * FM + i) * 16 * ld + s * k_step, ld);
+#pragma unroll
+      for (int j = 0; j < FN; ++j) wmma::load_matrix_sync(fb[j], ws + (wn * FN + j) * 16 * ld + s * k_step, ld);
+#pragma unroll
+      for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    if ((t + 1) % (k_seg / k_tile) == 0 || t + 1 == tiles) { // a segment ends: fold its partial
+#pragma unroll
+      for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) fold(total[i][j], acc[i][j]), wmma::fill_fragment(acc[i][j], 0.0f);
+    }
+  }
+  async_wait<0>();
+  __syncthreads(); // the ring is free: each warp's write scratch reuses it
+  float* scratch = reinterpret_cast<float*>(smem_raw) + warp * 256;
+#pragma unroll
+  for (int i = 0; i < FM; ++i)
+#pragma unroll
+    for (int j = 0; j < FN; ++j)
+      write_fragment(a, total[i][j], scratch, r0 + (wm * FM + i) * 16, n0 + (wn * FN + j) * 16, lane);
+}
+
+template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+void launch_async(const matmul_args& a, hipStream_t stream, device_scratch& x_bf16) {
+  const size_t xb_bytes = static_cast<size_t>(a.rows) * a.in * sizeof(uint16_t);
+  auto* xb = static_cast<uint16_t*>(x_bf16.reserve(xb_bytes, stream));
+  const bool xvec = a.ldx % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+  const int64_t pieces = static_cast<int64_t>(a.rows) * (a.in / 8);
+  x_to_bf16_kernel<<<static_cast<unsigned>((pieces + 255) / 256), 256, 0, stream>>>(a.x, a.ldx, a.rows, a.in, xvec, xb);
+  ORDO_HIP_LAUNCHED();
+  constexpr size_t smem = static_cast<size_t>(STAGES) * (BM + BN) * ld * sizeof(bf16);
+  static const bool sized = [] { // once per instantiation: above 48 KiB needs the opt-in
+    ORDO_HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&matmul_bf16_async_kernel<BM, BN, WARPS_M, WARPS_N, STAGES>),
+                                       hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)sized;
+  const dim3 grid((a.out + BN - 1) / BN, (a.rows + BM - 1) / BM);
+  matmul_bf16_async_kernel<BM, BN, WARPS_M, WARPS_N, STAGES><<<grid, WARPS_M * WARPS_N * 32, smem, stream>>>(a, xb);
+  ORDO_HIP_LAUNCHED();
+}
+
+// ORDO_BF16_MATMUL=staged sends many-row calls to the register-staged kernel instead of the
+// pipelined one (an A/B switch for `ordo bench matmul`; the bits are the same either way).
+bool staged_only() {
+  static const bool staged = [] {
+    const char* v = std::getenv("ORDO_BF16_MATMUL");
+    return v != nullptr && std::strcmp(v, "staged") == 0;
+  }();
+  return staged;
+}
+
 template <int BM, int BN, int WARPS_M, int WARPS_N, int DEPTH>
 void launch(const matmul_args& a, hipStream_t stream) {
   const bool xvec = a.in % 4 == 0 && a.ldx % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
@@ -281,7 +431,7 @@ void launch(const matmul_args& a, hipStream_t stream) {
 
 bool has_bf16_matmul() { return true; }
 
-void matmul_bf16(const matmul_args& a, hipStream_t stream) {
+void matmul_bf16(const matmul_args& a, hipStream_t stream, device_scratch& x_bf16) {
   if (a.rows <= 0 || a.out <= 0) return;
   if (a.w_bf16 == nullptr) throw std::invalid_argument("matmul_bf16: no bf16 weights (w_bf16 is null)");
   // The tile shape follows the row count (decode: small tiles, more blocks); the per-element
@@ -292,6 +442,8 @@ void matmul_bf16(const matmul_args& a, hipStream_t stream) {
     ORDO_HIP_LAUNCHED();
   } else if (a.rows <= 16)
     launch<16, 16, 1, 1, 4>(a, stream);
+  else if (a.in % 8 == 0 && reinterpret_cast<uintptr_t>(a.w_bf16) % 16 == 0 && !staged_only())
+    launch_async<64, 64, 2, 2, 3>(a, stream, x_bf16);
   else if (a.rows <= 64)
     launch<32, 64, 2, 2, 2>(a, stream);
   else
@@ -302,7 +454,7 @@ void matmul_bf16(const matmul_args& a, hipStream_t stream) {
 
 bool has_bf16_matmul() { return false; }
 
-void matmul_bf16(const matmul_args&, hipStream_t) {
+void matmul_bf16(const matmul_args&, hipStream_t, device_scratch&) {
   throw std::invalid_argument("model.weight_dtype = \"bf16\": no bf16 matrix units in this GPU build");
 }
 
