@@ -451,7 +451,9 @@ struct scheduling::impl {
   // A "chunk" store (SPEC D2): whole chunks only, and the state images the step copies on the
   // chunk grid up to the prompt's length (the ladder's rungs when checkpoint_interval divides
   // chunk_size), instead of the anchor and the prompt-end rung.
-  void prepare_saves(request& r, int32_t end, const step_plan& plan, std::vector<transfer_order>& orders) {
+  // A request's saves for the step that computes its tokens [first, end).
+  void prepare_saves(request& r, int32_t first, int32_t end, const step_plan& plan,
+                     std::vector<transfer_order>& orders) {
     if (!opt.offload || !opt.offload_saves || r.save_failures >= 3)
       return;
     const int32_t bs = opt.block_size, prompt = static_cast<int32_t>(r.spec.prompt.size());
@@ -465,7 +467,11 @@ struct scheduling::impl {
       orders.push_back({m.request_id, m.object});
       save_meta.push_back(std::move(m));
     };
-    int32_t reach = std::min(end, prompt), w = r.save_watermark;
+    // NOTE(order): a KV chunk goes out in a step after the one that computes it, so its gather
+    // reads units the step leaves alone and runs beside the forward (step_executor); only the step
+    // that finishes the prompt saves what it computes (its saves wait for its forward), so a
+    // request that finishes there holds no blocks for a later save.
+    int32_t reach = end >= prompt ? prompt : std::min(end, first), w = r.save_watermark;
     for (; w + opt.chunk_size <= reach; w += opt.chunk_size)
       kv_save(w, w + opt.chunk_size);
     if (!chunk_store && end >= prompt && prompt / bs * bs > w)
@@ -844,7 +850,8 @@ std::optional<step_plan> scheduling::on_pool_step_done(const pool_step_done& don
   d.stats.num_waiting = static_cast<int32_t>(d.waiting.size());
   d.stats.num_running = static_cast<int32_t>(d.running.size());
   for (const auto& sr : plan.requests)
-    d.prepare_saves(d.requests.at(sr.request_id), sr.first_position + static_cast<int32_t>(sr.token_ids.size()), plan,
+    d.prepare_saves(d.requests.at(sr.request_id), sr.first_position,
+                    sr.first_position + static_cast<int32_t>(sr.token_ids.size()), plan,
                     saves);
   if (loads.empty() && saves.empty() && d.pending_finished.empty() && d.cpu_evicts_pending.empty() &&
       d.pending_leases.empty())

@@ -843,8 +843,9 @@ TEST_CASE("scheduling offload: SPEC C5, a refused load recomputes from the HBM p
   CHECK(h.sched.stats().load_failures_total == 1);
   CHECK(h.sched.stats().loads_total == 0);
 
-  // The watermark went back to 256: chunk [256, 512) is stored again by the step completing it
-  // (the lookup said [0, 256) is stored, so that one is not).
+  // The watermark went back to 256: chunk [256, 512) is stored again, by the step after the one
+  // completing it, here the step finishing the prompt at 704 (the lookup said [0, 256) is stored,
+  // so that one is not).
   auto kv_saves = kv_saves_of(h, 1);
   CHECK(std::count(kv_saves.begin(), kv_saves.end(), 256) == 1);
   CHECK(std::count(kv_saves.begin(), kv_saves.end(), 0) == 0);
@@ -858,7 +859,7 @@ TEST_CASE("scheduling offload: SPEC C5, a refused load recomputes from the HBM p
         continue;
       auto* fwd = find_request(t.plan, 1);
       REQUIRE(fwd);
-      CHECK(end_of(*fwd) == 512);
+      CHECK(end_of(*fwd) == 704);
       std::vector<int32_t> blocks(fwd->block_table.begin() + 4, fwd->block_table.begin() + 8);
       for (auto& u : t.plan->saves)
         carried |= u.kind == kv_kind && u.units == blocks;
@@ -921,6 +922,9 @@ scheduler_options hybrid_small_batches() {
 } // namespace
 
 TEST_CASE("scheduling offload: SPEC C1/C4, a cold 768-token prompt saves whole chunks, then the anchor, then the rung") {
+  // A KV chunk goes out in the first step that starts at or past its end (so its gather runs
+  // beside that step's forward), except in the step finishing the prompt, which saves what it
+  // computes; an image goes out in the step that copies it.
   offload_harness h(hybrid_small_batches());
   h.add(1, 768, 2);
   h.run();
@@ -930,9 +934,8 @@ TEST_CASE("scheduling offload: SPEC C1/C4, a cold 768-token prompt saves whole c
       ends.push_back(end_of(*r));
   CHECK(ends == std::vector<int32_t>{200, 256, 456, 512, 704, 768, 769});
   std::map<int32_t, save_list> want = {
-      {256, {{kv_kind, 0, 256}}},
-      {512, {{kv_kind, 256, 256}}},
-      {704, {{state_kind, 0, 704}}},
+      {456, {{kv_kind, 0, 256}}},
+      {704, {{kv_kind, 256, 256}, {state_kind, 0, 704}}},
       {768, {{kv_kind, 512, 256}, {state_kind, 0, 768}}},
   };
   CHECK(saves_by_end(h, 1) == want);
@@ -993,11 +996,10 @@ TEST_CASE("scheduling offload: SPEC C1, a 1000-token prompt also saves its last 
   h.add(1, 1000, 2);
   h.run();
   std::map<int32_t, save_list> want = {
-      {256, {{kv_kind, 0, 256}}},
-      {512, {{kv_kind, 256, 256}}},
-      {768, {{kv_kind, 512, 256}}},
-      {960, {{state_kind, 0, 960}}}, // the anchor; 1000 is no rung
-      {1000, {{kv_kind, 768, 192}}},
+      {456, {{kv_kind, 0, 256}}},
+      {712, {{kv_kind, 256, 256}}},
+      {960, {{kv_kind, 512, 256}, {state_kind, 0, 960}}}, // the anchor; 1000 is no rung
+      {1000, {{kv_kind, 768, 192}}},                       // the step finishing the prompt
   };
   CHECK(saves_by_end(h, 1) == want);
   for (auto& t : h.turns)
@@ -1027,7 +1029,7 @@ TEST_CASE("scheduling offload: SPEC C5, a refused save is retried, at most 3 att
         for (auto& s : t.connector->saves)
           if (s.object.key.kind == kv_kind && s.object.first_token == 0)
             ends_with_first_chunk.push_back(end_of(*find_request(t.plan, 1)));
-    CHECK(ends_with_first_chunk == std::vector<int32_t>{256, 456});
+    CHECK(ends_with_first_chunk == std::vector<int32_t>{456, 512});
     CHECK(h.sched.stats().save_failures_total == 1);
     // Once [0, 256) is stored the watermark moves on and every later chunk is saved once.
     CHECK(kv_saves_of(h, 1) == std::vector<int32_t>{0, 0, 256, 512});
@@ -1239,8 +1241,10 @@ TEST_CASE("scheduling offload: SPEC D2, a chunk store gets whole chunks and grid
     h.run();
     CHECK(copies_of(h, 1) == std::vector<int32_t>{256, 512, 704, 768}); // 704: the HBM anchor
     std::map<int32_t, save_list> want = {
-        {256, {{kv_kind, 0, 256}, {state_kind, 0, 256}}},
-        {512, {{kv_kind, 256, 256}, {state_kind, 0, 512}}},
+        {256, {{state_kind, 0, 256}}},
+        {456, {{kv_kind, 0, 256}}},
+        {512, {{state_kind, 0, 512}}},
+        {704, {{kv_kind, 256, 256}}},
         {768, {{kv_kind, 512, 256}, {state_kind, 0, 768}}},
     };
     CHECK(saves_by_end(h, 1) == want);
@@ -1251,9 +1255,12 @@ TEST_CASE("scheduling offload: SPEC D2, a chunk store gets whole chunks and grid
     h.run();
     CHECK(copies_of(h, 1) == std::vector<int32_t>{256, 512, 768, 960});
     std::map<int32_t, save_list> want = {
-        {256, {{kv_kind, 0, 256}, {state_kind, 0, 256}}},
-        {512, {{kv_kind, 256, 256}, {state_kind, 0, 512}}},
-        {768, {{kv_kind, 512, 256}, {state_kind, 0, 768}}},
+        {256, {{state_kind, 0, 256}}},
+        {456, {{kv_kind, 0, 256}}},
+        {512, {{state_kind, 0, 512}}},
+        {712, {{kv_kind, 256, 256}}},
+        {768, {{state_kind, 0, 768}}},
+        {960, {{kv_kind, 512, 256}}},
     };
     CHECK(saves_by_end(h, 1) == want);
   }
@@ -1320,9 +1327,9 @@ TEST_CASE("scheduling offload: SPEC D2, the granularity is learned from each ans
   h.run();
   auto saves = saves_by_end(h, 1);
   // The first step's saves were planned in chunk mode (the image at 256); after its answer, block.
-  CHECK(saves[256] == save_list{{kv_kind, 0, 256}, {state_kind, 0, 256}});
-  CHECK(saves[512] == save_list{{kv_kind, 256, 256}});
-  CHECK(saves[704] == save_list{{state_kind, 0, 704}});
+  CHECK(saves[256] == save_list{{state_kind, 0, 256}});
+  CHECK(saves[456] == save_list{{kv_kind, 0, 256}});
+  CHECK(saves[704] == save_list{{kv_kind, 256, 256}, {state_kind, 0, 704}});
 }
 
 TEST_CASE("scheduling offload: host_tier_is_store reports the host tier's tokens as from_store") {
