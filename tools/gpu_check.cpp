@@ -232,6 +232,31 @@ struct shape {
   int32_t dim, heads, kv_heads, head_dim, gdn_dk, gdn_dv;
 };
 
+// A page-unit arena of one region per field (block bytes `bb`, `blocks` blocks each) of random
+// bytes, and a zeroed twin to scatter back into, mirrored; rsrc / rdst: the device tables of
+// region pointers a unit_copy launch reads.
+struct arena_pair {
+  std::vector<mirror::pair<uint8_t>> src, dst;
+  std::vector<uint8_t*> src_h, src_d, dst_h, dst_d;
+  uint64_t unit_bytes = 0;
+  mirror::pair<uint8_t*> rsrc, rdst;
+};
+
+arena_pair random_arena(mirror& m, rng& r, const std::vector<uint64_t>& bb, int32_t blocks) {
+  arena_pair a;
+  for (uint64_t b : bb) {
+    a.unit_bytes += b;
+    std::vector<uint8_t> bytes(b * blocks);
+    for (auto& x : bytes) x = static_cast<uint8_t>(r.below(256));
+    a.src.push_back(m.of(bytes));
+    a.dst.push_back(m.of(std::vector<uint8_t>(b * blocks, 0)));
+    a.src_h.push_back(a.src.back().h), a.src_d.push_back(a.src.back().d);
+    a.dst_h.push_back(a.dst.back().h), a.dst_d.push_back(a.dst.back().d);
+  }
+  a.rsrc = m.of(a.src_d), a.rdst = m.of(a.dst_d);
+  return a;
+}
+
 void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed) {
   mirror m(gpu);
   rng r(seed);
@@ -562,21 +587,13 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
         const int32_t blocks = 12;
         const std::vector<int32_t> ids_v =
             skips ? std::vector<int32_t>{7, -1, 11, 3, 3, -4, 1} : std::vector<int32_t>{7, 0, 11, 3, 3, 9, 1};
-        uint64_t unit_bytes = 0;
-        for (uint64_t b : bb) unit_bytes += b;
-        std::vector<mirror::pair<uint8_t>> src, dst;
-        std::vector<uint8_t*> src_h, src_d, dst_h, dst_d;
-        for (uint64_t b : bb) {
-          std::vector<uint8_t> bytes(b * blocks);
-          for (auto& x : bytes) x = static_cast<uint8_t>(r.below(256));
-          src.push_back(m.of(bytes));
-          dst.push_back(m.of(std::vector<uint8_t>(b * blocks, 0)));
-          src_h.push_back(src.back().h), src_d.push_back(src.back().d);
-          dst_h.push_back(dst.back().h), dst_d.push_back(dst.back().d);
-        }
+        auto arena = random_arena(m, r, bb, blocks);
+        auto& dst = arena.dst;
+        auto &rsrc = arena.rsrc, &rdst = arena.rdst;
+        auto &src_h = arena.src_h, &dst_h = arena.dst_h;
+        const uint64_t unit_bytes = arena.unit_bytes;
         auto bbd = m.of(bb);
         auto ids = m.of(ids_v);
-        auto rsrc = m.of(src_d), rdst = m.of(dst_d);
         const size_t host_bytes = unit_bytes * ids_v.size();
         // Both host buffers start equal and non-zero, so bytes a skipped id must leave are compared too.
         std::vector<uint8_t> host_cpu(host_bytes, 0xa5);
@@ -631,20 +648,12 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     // cpu::unit_copy of each copy.
     const std::vector<uint64_t> bb = {24, 40, 4096, 20000, 16, 65536};
     const int32_t blocks = 12;
-    uint64_t unit_bytes = 0;
-    for (uint64_t b : bb) unit_bytes += b;
-    std::vector<mirror::pair<uint8_t>> src, dst;
-    std::vector<uint8_t*> src_h, src_d, dst_h, dst_d;
-    for (uint64_t b : bb) {
-      std::vector<uint8_t> bytes(b * blocks);
-      for (auto& x : bytes) x = static_cast<uint8_t>(r.below(256));
-      src.push_back(m.of(bytes));
-      dst.push_back(m.of(std::vector<uint8_t>(b * blocks, 0)));
-      src_h.push_back(src.back().h), src_d.push_back(src.back().d);
-      dst_h.push_back(dst.back().h), dst_d.push_back(dst.back().d);
-    }
+    auto arena = random_arena(m, r, bb, blocks);
+    auto& dst = arena.dst;
+    auto &rsrc = arena.rsrc, &rdst = arena.rdst;
+    auto &src_h = arena.src_h, &dst_h = arena.dst_h;
+    const uint64_t unit_bytes = arena.unit_bytes;
     auto bbd = m.of(bb);
-    auto rsrc = m.of(src_d), rdst = m.of(dst_d);
     struct copy_spec {
       std::vector<int32_t> ids;
       bool segment_major, summed;
