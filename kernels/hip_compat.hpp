@@ -69,6 +69,11 @@ using hipHostFn_t = cudaHostFn_t;
 #define hipMemcpy cudaMemcpy
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamCreateWithPriority cudaStreamCreateWithPriority
+#define hipDeviceGetStreamPriorityRange cudaDeviceGetStreamPriorityRange
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipGetDevice cudaGetDevice
 #define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize
 #define hipStreamWaitEvent cudaStreamWaitEvent

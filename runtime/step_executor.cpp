@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -410,7 +411,8 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
   uint64_t* const sums = reinterpret_cast<uint64_t*>(d.inputs + d.off_transfer_sums);
   size_t transfer_index = 0;
   // A list's copies go out as one batch (one launch on a GPU), each noted in plan order.
-  auto transfer = [&](const std::vector<unit_transfer>& list, stream_kind stream, unit_copy_direction dir) {
+  auto transfer = [&](const std::vector<unit_transfer>& list, stream_kind stream, unit_copy_direction dir,
+                      bool beside_forward) {
     std::vector<unit_copy_args> batch;
     batch.reserve(list.size());
     for (const auto& t : list) {
@@ -418,6 +420,7 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
       auto n = static_cast<int32_t>(t.units.size());
       batch.push_back(
           chunk_copy_args(*d.copy_fields, transfer_ids, n, d.opt.host_arena + t.data_offset, dir, /*segment_major=*/kv));
+      batch.back().beside_forward = beside_forward;
       if (d.sum_transfers)
         batch.back().checksum = sums + transfer_index;
       transfer_ids += n;
@@ -431,10 +434,22 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
     event_id cleared = log.record(stream_kind::compute);
     if (drop != fault_edge::clear_load)
       log.wait(stream_kind::load, cleared);
-    transfer(plan.loads, stream_kind::load, unit_copy_direction::scatter);
+    transfer(plan.loads, stream_kind::load, unit_copy_direction::scatter, false);
     event_id loaded = log.record(stream_kind::load);
     if (drop != fault_edge::load_forward)
       log.wait(stream_kind::compute, loaded);
+  }
+  // A save of units this step leaves alone (a chunk an earlier step computed) waits only for the
+  // inputs that carry its unit ids. It goes out before the forward is enqueued, so its gather runs
+  // beside the forward's kernels instead of after the host has launched them all. A save that
+  // reads a unit this step's clears, loads, forward or checkpoint copies write goes out after them
+  // (below). Either way the step completes after its saves.
+  const bool saves_follow_forward = !plan.saves.empty() && saves_read_written_units(plan, d.block_size);
+  std::optional<event_id> saved;
+  if (!plan.saves.empty() && !saves_follow_forward) {
+    log.wait(stream_kind::save, inputs_uploaded);
+    transfer(plan.saves, stream_kind::save, unit_copy_direction::gather, batch.num_tokens > 0);
+    saved = log.record(stream_kind::save);
   }
   for (const auto& c : plan.restores) {
     d.units.enqueue_unpack(d.dev, stream_kind::compute, c.units, c.state_slot);
@@ -450,21 +465,15 @@ void step_executor::execute(const step_plan& plan, std::function<void(step_done)
     d.units.enqueue_pack(d.dev, stream_kind::compute, c.state_slot, c.units);
     log.note(stream_kind::compute, image_op(device_op_kind::checkpoint_copy, c));
   }
-  if (!plan.saves.empty()) {
-    // A save waits for this step's clears, loads, forward and checkpoint copies only when they
-    // write one of its units; a save of units this step leaves alone (a chunk an earlier step
-    // computed) waits only for the inputs that carry its unit ids, and runs beside the forward.
-    // Either way the step completes after its saves (below).
-    if (saves_read_written_units(plan, d.block_size)) {
-      event_id produced = log.record(stream_kind::compute);
-      if (drop != fault_edge::forward_save)
-        log.wait(stream_kind::save, produced);
-    } else {
-      log.wait(stream_kind::save, inputs_uploaded);
-    }
-    transfer(plan.saves, stream_kind::save, unit_copy_direction::gather);
-    log.wait(stream_kind::compute, log.record(stream_kind::save));
+  if (saves_follow_forward) {
+    event_id produced = log.record(stream_kind::compute);
+    if (drop != fault_edge::forward_save)
+      log.wait(stream_kind::save, produced);
+    transfer(plan.saves, stream_kind::save, unit_copy_direction::gather, false);
+    saved = log.record(stream_kind::save);
   }
+  if (saved)
+    log.wait(stream_kind::compute, *saved);
 
   auto outputs = d.mdl.outputs();
   const bool summed = d.sum_transfers && (!plan.loads.empty() || !plan.saves.empty());

@@ -36,6 +36,7 @@ import json, sys
 j = json.loads(sys.stdin.read())
 assert j["save_chunks_per_step"] == 2 and j["save_object_bytes"] > 0, j
 assert j["decode"]["steps"] == 3 and j["decode_saving"]["steps"] == 3 and j["decode_saving"]["tokens"] == 6, j
+assert j["save_rounds"] == 3, j
 r = j["decode_saving_over_alone"]
 assert abs(r - j["decode_saving"]["ms_per_step"] / j["decode"]["ms_per_step"]) < 1e-9, r
 ' < <(json "$tmp/saving")

@@ -303,7 +303,7 @@ TEST_CASE("step executor: every device operation is reported in enqueue order, a
 TEST_CASE("step executor: a save waits for the forward only when the step writes one of its units") {
   // The same prefill of blocks 3 and 7, with a save of those blocks (it must wait for the forward)
   // or of blocks 9 and 10, which the step leaves alone (it waits only for the uploaded unit ids,
-  // and runs beside the forward). Either way the step completes after the save, and the saved
+  // is enqueued before the forward and runs beside it). Either way the step completes after the save, and the saved
   // object holds the blocks as the step left them.
   for (bool written : {true, false}) {
     host_tier t(2);
@@ -346,6 +346,11 @@ TEST_CASE("step executor: a save waits for the forward only when the step writes
     // The completion waits for the save stream in both cases.
     const auto save_at = std::find(kinds.begin(), kinds.end(), "save@2");
     REQUIRE(save_at != kinds.end());
+    // A save of units the step leaves alone is enqueued before the forward (its gather runs beside
+    // the forward's kernels); one of units the step writes, after it.
+    const auto forward_at = std::find(kinds.begin(), kinds.end(), "forward@0");
+    REQUIRE(forward_at != kinds.end());
+    CHECK((save_at < forward_at) == !written);
     CHECK(std::find(save_at, kinds.end(), "event_record@2") != kinds.end());
     CHECK(kinds.back() == "complete@0");
     // The object holds the saved blocks' bytes, field by field, as the step left them.

@@ -684,6 +684,7 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
         a.num_fields = static_cast<int32_t>(bb.size()), a.num_units = static_cast<int32_t>(specs[k].ids.size());
         a.max_block_bytes = 65536, a.direction = dir, a.segment_major = specs[k].segment_major;
         a.checksum = specs[k].summed ? (device ? sums.d : sums.h) + k : nullptr;
+        a.beside_forward = gather; // the gather paced as a save beside a forward (few CTAs, each looping)
         out.push_back(a);
       }
       return out;
@@ -697,7 +698,7 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     for (size_t i = 0; i < host_bytes; ++i) diff += pinned[i] != host_cpu[i];
     g.bitwise = diff == 0, g.err = double(diff) / double(host_bytes);
     g.add(m, sums_g);
-    report("unit_copy_batch gather (3 copies, mixed layouts)" + tag, g);
+    report("unit_copy_batch gather, paced (3 copies, mixed layouts)" + tag, g);
     const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s), scatter_gpu = batch(true, scatter, sums_s);
     run([&] { for (const auto& a : scatter_cpu) cpu::unit_copy(a); },
         [&] { kt.unit_copy_batch(stream_kind::load, scatter_gpu.data(), scatter_gpu.size()); });

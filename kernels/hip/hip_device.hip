@@ -50,7 +50,13 @@ public:
     hipDeviceProp_t prop;
     ORDO_HIP_CHECK(hipGetDeviceProperties(&prop, ordinal_));
     name_ = std::string("hip-") + ORDO_GPU_VENDOR + ":" + std::to_string(ordinal_) + " (" + prop.name + ")";
-    for (hipStream_t& s : streams_) ORDO_HIP_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    // The compute stream gets the greatest priority: while a save's gather and a step's forward
+    // both have blocks waiting, the block scheduler starts the forward's first (DESIGN §2.2).
+    int least = 0, greatest = 0;
+    ORDO_HIP_CHECK(hipDeviceGetStreamPriorityRange(&least, &greatest));
+    for (int k = 0; k < num_stream_kinds; ++k)
+      ORDO_HIP_CHECK(hipStreamCreateWithPriority(&streams_[k], hipStreamNonBlocking,
+                                                 static_cast<stream_kind>(k) == stream_kind::compute ? greatest : least));
     callback_thread_ = std::thread([this] { run_callbacks(); });
   }
 

@@ -35,16 +35,16 @@ __device__ void add_checksum(uint64_t* total, uint64_t sum) {
   if (threadIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(total), static_cast<unsigned long long>(red[0]));
 }
 
-// One CTA's share of copy `a`: (unit index i, field f) pair `pair`, the 16 KiB chunk blockIdx.y
-// of its field block. Pairs are numbered in host order (unit-major: i then f; segment-major: f
-// then i), so neighbouring CTAs touch neighbouring host bytes. A skipped (negative) id's CTAs
+// One task of copy `a`: (unit index i, field f) pair `pair`, the 16 KiB chunk `chunk` of its field
+// block. Pairs are numbered in host order (unit-major: i then f; segment-major: f then i) and a
+// pair's chunks are consecutive tasks, so neighbouring tasks touch neighbouring host bytes. A skipped (negative) id's CTAs
 // return before touching memory, or, when the copy sums the checksum, read their host bytes for
 // it and write nothing. Every thread of the CTA calls it with the same arguments.
-__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair) {
+__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, uint32_t chunk) {
   const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
   const int32_t f = a.segment_major ? pair / a.num_units : pair % a.num_fields;
   const uint64_t bb = a.block_bytes[f];
-  const uint64_t begin = uint64_t{blockIdx.y} * chunk_bytes;
+  const uint64_t begin = uint64_t{chunk} * chunk_bytes;
   if (begin >= bb) return;
   const int32_t u = a.unit_ids[i];
   if (u < 0 && !a.checksum) return; // skipped entry
@@ -107,10 +107,15 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair) 
   if (a.checksum) add_checksum(a.checksum, sum);
 }
 
-// Grid: x = pair, y = 16 KiB chunk of the field block.
-__global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host) { copy_pair(a, host, blockIdx.x); }
+// A launch's tasks are pairs × chunks (task t: pair t / chunks, chunk t % chunks). A CTA takes
+// tasks blockIdx.x, + gridDim.x, ...: the grid is capped (copy_ctas), and a copy beside a forward
+// gets few CTAs, so its stores to host memory leave the forward's memory accesses room.
+__global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host, uint32_t chunks, uint64_t tasks) {
+  for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x)
+    copy_pair(a, host, static_cast<int32_t>(t / chunks), static_cast<uint32_t>(t % chunks));
+}
 
-// Up to max_batch copies that share regions, fields and direction in one launch: grid x runs over
+// Up to max_batch copies that share regions, fields, direction and pacing in one launch: grid x runs over
 // the pairs of copy 0, then of copy 1, ... (first_pair: each copy's first); every copy keeps its
 // own unit ids, host buffer (through its device mapping), layout and checksum.
 constexpr int max_batch = 32;
@@ -127,13 +132,16 @@ struct batch_params {
   batch_entry e[max_batch];
 };
 
-__global__ void unit_copy_batch_kernel(batch_params p) {
-  int32_t k = 0;
-  while (k + 1 < p.count && static_cast<int32_t>(blockIdx.x) >= p.e[k + 1].first_pair) ++k;
-  const batch_entry& e = p.e[k];
-  unit_copy_args a = p.common;
-  a.unit_ids = e.unit_ids, a.num_units = e.num_units, a.checksum = e.checksum, a.segment_major = e.segment_major;
-  copy_pair(a, e.host, static_cast<int32_t>(blockIdx.x) - e.first_pair);
+__global__ void unit_copy_batch_kernel(batch_params p, uint32_t chunks, uint64_t tasks) {
+  for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
+    const int32_t pair = static_cast<int32_t>(t / chunks);
+    int32_t k = 0;
+    while (k + 1 < p.count && pair >= p.e[k + 1].first_pair) ++k;
+    const batch_entry& e = p.e[k];
+    unit_copy_args a = p.common;
+    a.unit_ids = e.unit_ids, a.num_units = e.num_units, a.checksum = e.checksum, a.segment_major = e.segment_major;
+    copy_pair(a, e.host, pair - e.first_pair, static_cast<uint32_t>(t % chunks));
+  }
 }
 
 // The kernel addresses a host buffer through its device mapping (equal to the host pointer under
@@ -154,9 +162,25 @@ uint64_t checked_chunks(uint64_t pairs, uint64_t max_block_bytes) {
   return chunks;
 }
 
+// CTAs for `tasks` tasks: at most ctas_per_sm per multiprocessor, enough for the link's rate in
+// either direction, or paced_ctas for a copy beside a forward (about 45 GB/s on the H200, where a
+// decode step at batch 1 ran 1.18× its time alone beside a gather at the full 51 GB/s and 1.05×
+// beside one of 8 CTAs; measured in BENCHMARKS.md).
+constexpr unsigned ctas_per_sm = 2, paced_ctas = 8;
+unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
+  static const uint64_t full = [] {
+    int device = 0, sms = 0;
+    ORDO_HIP_CHECK(hipGetDevice(&device));
+    ORDO_HIP_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
+    return static_cast<uint64_t>(sms > 0 ? sms : 1) * ctas_per_sm;
+  }();
+  const uint64_t cap = beside_forward ? paced_ctas : full;
+  return static_cast<unsigned>(tasks < cap ? tasks : cap);
+}
+
 bool same_launch(const unit_copy_args& a, const unit_copy_args& b) {
   return a.regions == b.regions && a.block_bytes == b.block_bytes && a.num_fields == b.num_fields &&
-         a.direction == b.direction;
+         a.direction == b.direction && a.beside_forward == b.beside_forward;
 }
 
 } // namespace
@@ -164,8 +188,8 @@ bool same_launch(const unit_copy_args& a, const unit_copy_args& b) {
 void unit_copy(const unit_copy_args& a, hipStream_t stream) {
   if (a.num_units <= 0 || a.num_fields <= 0 || a.max_block_bytes == 0) return;
   const uint64_t pairs = static_cast<uint64_t>(a.num_units) * static_cast<uint64_t>(a.num_fields);
-  dim3 grid(static_cast<unsigned>(pairs), static_cast<unsigned>(checked_chunks(pairs, a.max_block_bytes)));
-  unit_copy_kernel<<<grid, threads, 0, stream>>>(a, mapped(a.host));
+  const uint64_t chunks = checked_chunks(pairs, a.max_block_bytes), tasks = pairs * chunks;
+  unit_copy_kernel<<<copy_ctas(tasks, a.beside_forward), threads, 0, stream>>>(a, mapped(a.host), static_cast<uint32_t>(chunks), tasks);
   ORDO_HIP_LAUNCHED();
 }
 
@@ -185,8 +209,8 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
       max_block_bytes = a[i].max_block_bytes > max_block_bytes ? a[i].max_block_bytes : max_block_bytes;
     }
     if (p.count == 0) continue;
-    dim3 grid(static_cast<unsigned>(pairs), static_cast<unsigned>(checked_chunks(pairs, max_block_bytes)));
-    unit_copy_batch_kernel<<<grid, threads, 0, stream>>>(p);
+    const uint64_t chunks = checked_chunks(pairs, max_block_bytes), tasks = pairs * chunks;
+    unit_copy_batch_kernel<<<copy_ctas(tasks, p.common.beside_forward), threads, 0, stream>>>(p, static_cast<uint32_t>(chunks), tasks);
     ORDO_HIP_LAUNCHED();
   }
 }
