@@ -128,7 +128,8 @@ phase_result run_prefill(step_executor& exec, const forward_workload& w, std::ve
   return res;
 }
 
-// Alternating decode-alone / decode-with-saves runs of `bench forward --save-chunks`.
+// Rounds of `bench forward --save-chunks`: each runs the decode steps again from the prefill's
+// end, every other step carrying saves (run_decode_interleaved).
 constexpr int32_t save_rounds = 3;
 
 // KV chunk saves for the decode steps: step s saves `per_step` of the batch's full prompt chunks
@@ -153,8 +154,7 @@ struct save_rotation {
   }
 };
 
-phase_result run_decode(step_executor& exec, const forward_workload& w, std::vector<int32_t> last_token,
-                        const save_rotation* saves = nullptr) {
+phase_result run_decode(step_executor& exec, const forward_workload& w, std::vector<int32_t> last_token) {
   phase_result res;
   auto t0 = clock_type::now();
   for (int32_t step = 0; step < w.decode; ++step) {
@@ -167,8 +167,6 @@ phase_result run_decode(step_executor& exec, const forward_workload& w, std::vec
       s.sample = true;
       plan.requests.push_back(std::move(s));
     }
-    if (saves)
-      saves->add(plan, w, step);
     auto d = run_step(exec, plan);
     res.device_ms += d.device_ms;
     res.tokens += w.batch;
@@ -178,6 +176,43 @@ phase_result run_decode(step_executor& exec, const forward_workload& w, std::vec
   }
   res.seconds = seconds_since(t0);
   return res;
+}
+
+// The decode steps `rounds` times from the prefill's end, odd steps also saving chunks: the steps
+// with saves and the steps without alternate, so a slow stretch of the machine falls on both.
+// Returns {steps without saves, steps with saves}, each summing its own steps' wall time.
+std::pair<phase_result, phase_result> run_decode_interleaved(step_executor& exec, const forward_workload& w,
+                                                             const std::vector<int32_t>& from,
+                                                             const save_rotation& saves, int32_t rounds) {
+  phase_result alone, saving;
+  int32_t saving_steps = 0;
+  for (int32_t round = 0; round < rounds; ++round) {
+    std::vector<int32_t> last_token = from;
+    for (int32_t step = 0; step < w.decode; ++step) {
+      step_plan plan;
+      plan.header.seq = 2000000 + static_cast<uint64_t>(round) * 10000 + static_cast<uint64_t>(step);
+      for (int32_t r = 0; r < w.batch; ++r) {
+        auto s = w.request(r);
+        s.first_position = w.prompt + step;
+        s.token_ids = {last_token[static_cast<size_t>(r)]};
+        s.sample = true;
+        plan.requests.push_back(std::move(s));
+      }
+      const bool with_saves = step % 2 == 1;
+      if (with_saves)
+        saves.add(plan, w, saving_steps++);
+      auto t0 = clock_type::now();
+      auto d = run_step(exec, plan);
+      phase_result& into = with_saves ? saving : alone;
+      into.seconds += seconds_since(t0);
+      into.device_ms += d.device_ms;
+      into.tokens += w.batch;
+      ++into.steps;
+      for (const auto& s : d.samples)
+        last_token[static_cast<size_t>(s.request_id - 1)] = s.token_id;
+    }
+  }
+  return {alone, saving};
 }
 
 // One short prefill chunk and one decode-shaped step, so first-launch costs stay out of the timing.
@@ -312,33 +347,26 @@ int run_bench_forward(const bench_forward_options& o) {
       dev->synchronize();
       auto decode = run_decode(exec, w, last_token);
       dev->synchronize();
-      // The same decode steps again from the prefill's end, now saving chunks in every step. The
-      // two phases alternate save_rounds times and each keeps its fastest run, so a slow stretch
-      // of the machine lands on both sides of the ratio rather than on one.
-      std::optional<phase_result> saving;
-      for (int32_t round = 0; o.save_chunks > 0 && round < save_rounds; ++round) {
-        if (round > 0) {
-          auto again = run_decode(exec, w, last_token);
-          dev->synchronize();
-          if (again.seconds < decode.seconds)
-            decode = again;
-        }
-        auto s = run_decode(exec, w, last_token, &rotation);
+      // Decode while saves run: the decode steps again, every other step saving chunks.
+      std::optional<std::pair<phase_result, phase_result>> saves;
+      if (o.save_chunks > 0) {
+        saves = run_decode_interleaved(exec, w, last_token, rotation, save_rounds);
         dev->synchronize();
-        if (!saving || s.seconds < saving->seconds)
-          saving = s;
       }
+      const phase_result* saving = saves ? &saves->second : nullptr;
       std::vector<std::pair<const char*, const phase_result*>> rows = {{"prefill", &prefill}, {"decode", &decode}};
-      if (saving)
-        rows.push_back({"dec+save", &*saving});
+      if (saves) {
+        rows.push_back({"dec/alt", &saves->first});
+        rows.push_back({"dec+save", saving});
+      }
       for (auto [name, p] : rows)
         std::printf("%5d %-8s %8lld %6d %11.1f %12.1f %10.2f\n", batch, name, static_cast<long long>(p->tokens),
                     p->steps, p->seconds * 1e3, p->tokens_per_s(), p->ms_per_step());
       if (saving)
-        std::printf("%5d saves: %d chunk(s) of %.2f MB per step; decode with saves / alone = %.3f (fastest of %d "
-                    "alternating runs each)\n",
+        std::printf("%5d saves: %d chunk(s) of %.2f MB per step; decode with saves / alone = %.3f (%d rounds, "
+                    "steps with and without saves alternating)\n",
                     batch, o.save_chunks, static_cast<double>(rotation.object_bytes) / 1e6,
-                    saving->ms_per_step() / decode.ms_per_step(), save_rounds);
+                    saving->ms_per_step() / saves->first.ms_per_step(), save_rounds);
       // The JSON line right after its rows, so a run cut short still leaves every finished batch.
       nlohmann::json j = {{"bench", "forward"},
                           {"preset", to_string(cfg.preset)},
@@ -359,7 +387,8 @@ int run_bench_forward(const bench_forward_options& o) {
         j["save_chunks_per_step"] = o.save_chunks;
         j["save_object_bytes"] = rotation.object_bytes;
         j["decode_saving"] = saving->to_json();
-        j["decode_saving_over_alone"] = saving->ms_per_step() / decode.ms_per_step();
+        j["decode_alternate"] = saves->first.to_json();
+        j["decode_saving_over_alone"] = saving->ms_per_step() / saves->first.ms_per_step();
         j["save_rounds"] = save_rounds;
       }
       std::printf("BENCH_JSON %s\n", j.dump().c_str());
