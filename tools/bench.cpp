@@ -154,19 +154,25 @@ struct save_rotation {
   }
 };
 
+// Decode step `step` of the batch: one token per request (its last sampled one), sampled again.
+step_plan decode_plan(const forward_workload& w, int32_t step, const std::vector<int32_t>& last_token, uint64_t seq) {
+  step_plan plan;
+  plan.header.seq = seq;
+  for (int32_t r = 0; r < w.batch; ++r) {
+    auto s = w.request(r);
+    s.first_position = w.prompt + step;
+    s.token_ids = {last_token[static_cast<size_t>(r)]};
+    s.sample = true;
+    plan.requests.push_back(std::move(s));
+  }
+  return plan;
+}
+
 phase_result run_decode(step_executor& exec, const forward_workload& w, std::vector<int32_t> last_token) {
   phase_result res;
   auto t0 = clock_type::now();
   for (int32_t step = 0; step < w.decode; ++step) {
-    step_plan plan;
-    plan.header.seq = 1000000 + static_cast<uint64_t>(step);
-    for (int32_t r = 0; r < w.batch; ++r) {
-      auto s = w.request(r);
-      s.first_position = w.prompt + step;
-      s.token_ids = {last_token[static_cast<size_t>(r)]};
-      s.sample = true;
-      plan.requests.push_back(std::move(s));
-    }
+    step_plan plan = decode_plan(w, step, last_token, 1000000 + static_cast<uint64_t>(step));
     auto d = run_step(exec, plan);
     res.device_ms += d.device_ms;
     res.tokens += w.batch;
@@ -189,15 +195,8 @@ std::pair<phase_result, phase_result> run_decode_interleaved(step_executor& exec
   for (int32_t round = 0; round < rounds; ++round) {
     std::vector<int32_t> last_token = from;
     for (int32_t step = 0; step < w.decode; ++step) {
-      step_plan plan;
-      plan.header.seq = 2000000 + static_cast<uint64_t>(round) * 10000 + static_cast<uint64_t>(step);
-      for (int32_t r = 0; r < w.batch; ++r) {
-        auto s = w.request(r);
-        s.first_position = w.prompt + step;
-        s.token_ids = {last_token[static_cast<size_t>(r)]};
-        s.sample = true;
-        plan.requests.push_back(std::move(s));
-      }
+      step_plan plan =
+          decode_plan(w, step, last_token, 2000000 + static_cast<uint64_t>(round) * 10000 + static_cast<uint64_t>(step));
       const bool with_saves = step % 2 == 1;
       if (with_saves)
         saves.add(plan, w, saving_steps++);
