@@ -168,18 +168,23 @@ step_plan decode_plan(const forward_workload& w, int32_t step, const std::vector
   return plan;
 }
 
+// Runs decode step `plan`, counts it into `into` (all but its time) and takes each request's
+// sampled token into last_token.
+void decode_step(step_executor& exec, const forward_workload& w, const step_plan& plan,
+                 std::vector<int32_t>& last_token, phase_result& into) {
+  auto d = run_step(exec, plan);
+  into.device_ms += d.device_ms;
+  into.tokens += w.batch;
+  ++into.steps;
+  for (const auto& s : d.samples)
+    last_token[static_cast<size_t>(s.request_id - 1)] = s.token_id;
+}
+
 phase_result run_decode(step_executor& exec, const forward_workload& w, std::vector<int32_t> last_token) {
   phase_result res;
   auto t0 = clock_type::now();
-  for (int32_t step = 0; step < w.decode; ++step) {
-    step_plan plan = decode_plan(w, step, last_token, 1000000 + static_cast<uint64_t>(step));
-    auto d = run_step(exec, plan);
-    res.device_ms += d.device_ms;
-    res.tokens += w.batch;
-    ++res.steps;
-    for (const auto& s : d.samples)
-      last_token[static_cast<size_t>(s.request_id - 1)] = s.token_id;
-  }
+  for (int32_t step = 0; step < w.decode; ++step)
+    decode_step(exec, w, decode_plan(w, step, last_token, 1000000 + static_cast<uint64_t>(step)), last_token, res);
   res.seconds = seconds_since(t0);
   return res;
 }
@@ -200,15 +205,10 @@ std::pair<phase_result, phase_result> run_decode_interleaved(step_executor& exec
       const bool with_saves = step % 2 == 1;
       if (with_saves)
         saves.add(plan, w, saving_steps++);
-      auto t0 = clock_type::now();
-      auto d = run_step(exec, plan);
       phase_result& into = with_saves ? saving : alone;
+      auto t0 = clock_type::now();
+      decode_step(exec, w, plan, last_token, into);
       into.seconds += seconds_since(t0);
-      into.device_ms += d.device_ms;
-      into.tokens += w.batch;
-      ++into.steps;
-      for (const auto& s : d.samples)
-        last_token[static_cast<size_t>(s.request_id - 1)] = s.token_id;
     }
   }
   return {alone, saving};
@@ -352,20 +352,19 @@ int run_bench_forward(const bench_forward_options& o) {
         saves = run_decode_interleaved(exec, w, last_token, rotation, save_rounds);
         dev->synchronize();
       }
-      const phase_result* saving = saves ? &saves->second : nullptr;
       std::vector<std::pair<const char*, const phase_result*>> rows = {{"prefill", &prefill}, {"decode", &decode}};
       if (saves) {
         rows.push_back({"dec/alt", &saves->first});
-        rows.push_back({"dec+save", saving});
+        rows.push_back({"dec+save", &saves->second});
       }
       for (auto [name, p] : rows)
         std::printf("%5d %-8s %8lld %6d %11.1f %12.1f %10.2f\n", batch, name, static_cast<long long>(p->tokens),
                     p->steps, p->seconds * 1e3, p->tokens_per_s(), p->ms_per_step());
-      if (saving)
+      if (saves)
         std::printf("%5d saves: %d chunk(s) of %.2f MB per step; decode with saves / alone = %.3f (%d rounds, "
                     "steps with and without saves alternating)\n",
                     batch, o.save_chunks, static_cast<double>(rotation.object_bytes) / 1e6,
-                    saving->ms_per_step() / saves->first.ms_per_step(), save_rounds);
+                    saves->second.ms_per_step() / saves->first.ms_per_step(), save_rounds);
       // The JSON line right after its rows, so a run cut short still leaves every finished batch.
       nlohmann::json j = {{"bench", "forward"},
                           {"preset", to_string(cfg.preset)},
@@ -382,12 +381,12 @@ int run_bench_forward(const bench_forward_options& o) {
                           {"model_build_s", build_s},
                           {"prefill", prefill.to_json()},
                           {"decode", decode.to_json()}};
-      if (saving) {
+      if (saves) {
         j["save_chunks_per_step"] = o.save_chunks;
         j["save_object_bytes"] = rotation.object_bytes;
-        j["decode_saving"] = saving->to_json();
+        j["decode_saving"] = saves->second.to_json();
         j["decode_alternate"] = saves->first.to_json();
-        j["decode_saving_over_alone"] = saving->ms_per_step() / saves->first.ms_per_step();
+        j["decode_saving_over_alone"] = saves->second.ms_per_step() / saves->first.ms_per_step();
         j["save_rounds"] = save_rounds;
       }
       std::printf("BENCH_JSON %s\n", j.dump().c_str());

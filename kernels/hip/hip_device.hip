@@ -51,7 +51,8 @@ public:
     ORDO_HIP_CHECK(hipGetDeviceProperties(&prop, ordinal_));
     name_ = std::string("hip-") + ORDO_GPU_VENDOR + ":" + std::to_string(ordinal_) + " (" + prop.name + ")";
     // The compute stream gets the greatest priority: while a save's gather and a step's forward
-    // both have blocks waiting, the block scheduler starts the forward's first (DESIGN §2.2).
+    // both have blocks waiting, the block scheduler starts the forward's first
+    // (docs/architecture.md §3).
     int least = 0, greatest = 0;
     ORDO_HIP_CHECK(hipDeviceGetStreamPriorityRange(&least, &greatest));
     for (int k = 0; k < num_stream_kinds; ++k)

@@ -37,9 +37,10 @@ __device__ void add_checksum(uint64_t* total, uint64_t sum) {
 
 // One task of copy `a`: (unit index i, field f) pair `pair`, the 16 KiB chunk `chunk` of its field
 // block. Pairs are numbered in host order (unit-major: i then f; segment-major: f then i) and a
-// pair's chunks are consecutive tasks, so neighbouring tasks touch neighbouring host bytes. A skipped (negative) id's CTAs
-// return before touching memory, or, when the copy sums the checksum, read their host bytes for
-// it and write nothing. Every thread of the CTA calls it with the same arguments.
+// pair's chunks are consecutive tasks, so neighbouring tasks touch neighbouring host bytes. A
+// skipped (negative) id's tasks return before touching memory, or, when the copy sums the
+// checksum, read their host bytes for it and write nothing. Every thread of the CTA calls it with
+// the same arguments.
 __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, uint32_t chunk) {
   const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
   const int32_t f = a.segment_major ? pair / a.num_units : pair % a.num_fields;
@@ -115,9 +116,9 @@ __global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host, uint32_t chunk
     copy_pair(a, host, static_cast<int32_t>(t / chunks), static_cast<uint32_t>(t % chunks));
 }
 
-// Up to max_batch copies that share regions, fields, direction and pacing in one launch: grid x runs over
-// the pairs of copy 0, then of copy 1, ... (first_pair: each copy's first); every copy keeps its
-// own unit ids, host buffer (through its device mapping), layout and checksum.
+// Up to max_batch copies that share regions, fields, direction and pacing in one launch: the pairs
+// run over those of copy 0, then of copy 1, ... (first_pair: each copy's first); every copy keeps
+// its own unit ids, host buffer (through its device mapping), layout and checksum.
 constexpr int max_batch = 32;
 struct batch_entry {
   const int32_t* unit_ids;
