@@ -269,10 +269,15 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
   const stream_kind cs = stream_kind::compute;
 
   // matmul: odd sizes exercise the dot's tail, partial row tiles (prefill tiles of 16 rows, decode
-  // tiles of 8, 4 and 1 rows) and partial output blocks.
-  for (int32_t rows : {130, 37, 6, 1})
+  // tiles of 8, 4 and 1 rows) and partial output blocks. Rows of a multiple of 4 floats take the
+  // prefill lane tiles (32 rows × 64 outputs, k slices of 32; 64 × 64 from 256 blocks on, as
+  // 200 rows × 4100 outputs): `in` = dim + 12 leaves a partial slice and a tail of 4.
+  for (const std::pair<int32_t, bool>& ra : {std::pair<int32_t, bool>{130, false}, {37, false}, {6, false},
+                                              {1, false}, {130, true}, {77, true}, {200, true}})
   for (bool acc : {false, true}) {
-    const int32_t in = sh.dim + 3, out = 301, ldx = in + 5, ldy = out + 2;
+    const int32_t rows = ra.first;
+    const int32_t in = ra.second ? sh.dim + 12 : sh.dim + 3, out = rows == 200 ? 4100 : 301;
+    const int32_t ldx = ra.second ? in + 8 : in + 5, ldy = out + 2;
     auto x = m.of(r.floats(size_t(rows) * ldx));
     auto w = m.of(r.floats(size_t(out) * in));
     auto y = m.of(r.floats(size_t(rows) * ldy));
@@ -280,7 +285,8 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     run([&] { cpu::matmul(h); }, [&] { kt.matmul(cs, d); });
     verdict v;
     v.add(m, y);
-    report(std::string("matmul") + (acc ? " accumulate" : "") + " rows " + std::to_string(rows) + tag, v);
+    report(std::string("matmul") + (acc ? " accumulate" : "") + " rows " + std::to_string(rows) +
+               (ra.second ? " quads" : "") + tag, v);
   }
   // A row of the model's width (b1: the register path's largest) and an odd one (b1: past it).
   for (const std::pair<int32_t, int32_t>& rd : {std::pair<int32_t, int32_t>{1, sh.dim}, {33, sh.dim + 5}}) {
@@ -468,6 +474,27 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       verdict vt;
       vt.add(m, c.out);
       report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
+    }
+    {
+      // The same tiles split into chunks (scratch given): each (tile, head, chunk) writes its
+      // records and the tile's last chunk folds; twice, so the counters must be back at zero.
+      attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
+      const int64_t chunks = 300 / attention_chunk + 1;
+      const int64_t cap = int64_t(c.b.h.num_tokens) * nq * chunks * (hd + 2);
+      auto scratch = m.of(std::vector<float>(size_t(cap)));
+      auto counts = m.of(std::vector<uint32_t>(size_t(cap / (hd + 2))));
+      c.d.partials = scratch.d;
+      c.d.partials_floats = cap;
+      c.d.partial_counts = counts.d;
+      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
+      verdict vs;
+      vs.add(m, c.out);
+      const std::vector<float> zeros(c.out.n, 0.0f);
+      gpu.copy_async(cs, c.out.d, zeros.data(), zeros.size() * sizeof(float));
+      kt.paged_attention(cs, c.d);
+      gpu.synchronize();
+      vs.add(m, c.out);
+      report(std::string("paged_attention tiles split ") + to_string(dt) + tag, vs);
     }
 
     // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.

@@ -116,7 +116,7 @@ public:
     void* dptr = nullptr;
     ORDO_HIP_CHECK(hipHostGetDevicePointer(&dptr, ptr, 0));
     if (dptr != ptr) {
-      hipHostUnregister(ptr);
+      (void)hipHostUnregister(ptr); // the error below is the one to report
       throw std::runtime_error("registered host memory is mapped at another device address; this GPU cannot "
                                "address a store arena through its host pointer");
     }

@@ -7,6 +7,7 @@
 // (row, output, lane) still accumulates its own products in ascending order with the same
 // fused `sum = fma(x, w, sum)` as the CPU (kernels/cpu/matmul.cpp), so tiling changes the memory
 // traffic, never a bit of the result.
+#include <cstdint>
 #include <stdexcept>
 
 #include "kernels/hip/device_math.hpp"
@@ -102,6 +103,131 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
   }
 }
 
+// Prefill tiles with one k lane per thread. A block of 256 threads computes BM rows × BN outputs:
+// the low three bits of the thread index pick the lane (lane j sums k ≡ j mod 8, as in
+// kernels/cpu/dot.hpp), the other 32 spread over 8 × 8 (row, output) cells each, so a step is
+// an outer product of 8 x values and 8 weights read as four 16-byte shared loads. The lane
+// sums meet in the CPU's tree by shuffles at the end: the order of every sum is still fixed by
+// `in` alone, so the result is bitwise the CPU's at any batch. Rows and weights need 16-byte
+// alignment (checked by the caller); a k slice past `in8` is zero, and fma(0, 0, s) is s since a
+// lane sum that starts at +0 is never -0.
+constexpr int lane_bk = 32;  // k per slice: four steps per lane
+constexpr int lane_pad = 4;  // a row stride ≡ 4 (mod 32) words keeps the 8 lanes' loads apart
+
+template <int BM, int BN>
+struct lane_tiles {
+  float x[2][lane_bk][BM + lane_pad];
+  float w[2][lane_bk][BN + lane_pad];
+};
+
+// The 16-byte quads of a `n`-row × lane_bk slice, `per` per thread: a warp takes two quads of
+// 16 rows, so its global reads are whole 32-byte sectors and its transposed shared stores
+// fall in distinct banks.
+template <int n>
+__device__ inline void quad_of(int32_t e, int32_t& row, int32_t& quad) {
+  row = (e >> 1) % n;
+  quad = (e & 1) + 2 * (e / (2 * n));
+}
+
+template <int n, int per, int threads>
+__device__ inline void fetch_quads(float4 (&v)[per], const float* base, int64_t ld, int32_t first,
+                                   int32_t limit, int32_t k, int32_t in8) {
+#pragma unroll
+  for (int l = 0; l < per; ++l) {
+    int32_t row, quad;
+    quad_of<n>(static_cast<int32_t>(threadIdx.x) + threads * l, row, quad);
+    const int32_t kk = k + 4 * quad;
+    v[l] = first + row < limit && kk < in8
+               ? *reinterpret_cast<const float4*>(base + static_cast<int64_t>(first + row) * ld + kk)
+               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
+
+template <int n, int per, int threads>
+__device__ inline void stash_quads(const float4 (&v)[per], float (*s)[n + lane_pad]) {
+#pragma unroll
+  for (int l = 0; l < per; ++l) {
+    int32_t row, quad;
+    quad_of<n>(static_cast<int32_t>(threadIdx.x) + threads * l, row, quad);
+    s[4 * quad + 0][row] = v[l].x;
+    s[4 * quad + 1][row] = v[l].y;
+    s[4 * quad + 2][row] = v[l].z;
+    s[4 * quad + 3][row] = v[l].w;
+  }
+}
+
+template <int BM, int BN, int threads>
+__global__ void __launch_bounds__(threads, 512 / threads) matmul_lanes_kernel(matmul_args a) {
+  constexpr int SC = BN / 8;
+  static_assert((BM / 8) * SC * 8 == threads, "8 lanes x cells of 8 x 8");
+  constexpr int xq = BM * lane_bk / 4 / threads, wq = BN * lane_bk / 4 / threads;
+  __shared__ __align__(16) lane_tiles<BM, BN> t;
+  const int32_t lane = threadIdx.x & 7;
+  const int32_t cell = threadIdx.x >> 3;
+  const int32_t sr = cell / SC, sc = cell % SC;
+  const int32_t r0 = blockIdx.y * BM, o0 = blockIdx.x * BN;
+  const int32_t in8 = a.in / 8 * 8;
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[i][n] = 0.0f;
+  float4 xv[xq], wv[wq];
+  fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, 0, in8);
+  fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, 0, in8);
+  stash_quads<BM, xq, threads>(xv, t.x[0]);
+  stash_quads<BN, wq, threads>(wv, t.w[0]);
+  __syncthreads();
+  for (int32_t k0 = 0, buf = 0; k0 < in8; k0 += lane_bk, buf ^= 1) {
+    const bool more = k0 + lane_bk < in8;
+    if (more) {
+      fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, k0 + lane_bk, in8);
+      fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, k0 + lane_bk, in8);
+    }
+#pragma unroll
+    for (int j = 0; j < lane_bk / 8; ++j) {
+      const int32_t k = lane + 8 * j;
+      const float4 x0 = *reinterpret_cast<const float4*>(&t.x[buf][k][8 * sr]);
+      const float4 x1 = *reinterpret_cast<const float4*>(&t.x[buf][k][8 * sr + 4]);
+      const float4 w0 = *reinterpret_cast<const float4*>(&t.w[buf][k][8 * sc]);
+      const float4 w1 = *reinterpret_cast<const float4*>(&t.w[buf][k][8 * sc + 4]);
+      const float xr[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      const float wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) acc[i][n] = __fmaf_rn(xr[i], wr[n], acc[i][n]);
+    }
+    if (more) {
+      stash_quads<BM, xq, threads>(xv, t.x[buf ^ 1]);
+      stash_quads<BN, wq, threads>(wv, t.w[buf ^ 1]);
+    }
+    __syncthreads();
+  }
+  // Every lane ends with every cell's full sum; lane j writes output 8·sc + j of its 8 rows.
+  float mine[8];
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float s = gpu::lane_tree8(acc[i][n]);
+      if (lane == n) mine[i] = s;
+    }
+  const int32_t o = o0 + 8 * sc + lane;
+  if (o >= a.out) return;
+  const float* w = a.w + static_cast<int64_t>(o) * a.in;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int32_t r = r0 + 8 * sr + i;
+    if (r >= a.rows) break;
+    const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
+    float s = mine[i];
+    for (int32_t kk = in8; kk < a.in; ++kk) s = __fmaf_rn(x[kk], w[kk], s);
+    float* y = a.y + static_cast<int64_t>(r) * a.ldy + o;
+    *y = a.accumulate ? *y + s : s;
+  }
+}
+
 // Decode-sized batches: one group of 8 threads per output (lane = thread & 7) and 8 outputs per
 // block, so even one row spreads over every multiprocessor; each thread keeps R row sums and reads
 // x through the cache (every block reads the same few rows). The weights stream U loads ahead per
@@ -166,6 +292,19 @@ void launch_rows(const matmul_args& a, hipStream_t stream) {
   ORDO_HIP_LAUNCHED();
 }
 
+template <int BM, int BN, int threads>
+void launch_lanes(const matmul_args& a, hipStream_t stream) {
+  const dim3 grid(blocks_for(a.out, BN), (a.rows + BM - 1) / BM);
+  matmul_lanes_kernel<BM, BN, threads><<<grid, threads, 0, stream>>>(a);
+  ORDO_HIP_LAUNCHED();
+}
+
+// The lane tiles read rows of x and of the weights as 16-byte quads.
+bool quad_aligned(const matmul_args& a) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return aligned(a.x) && aligned(a.w) && a.ldx % 4 == 0 && a.in % 4 == 0;
+}
+
 template <int R, int C, int threads>
 void launch(const matmul_args& a, hipStream_t stream) {
   const dim3 grid(blocks_for(a.out, threads / 8 * C), (a.rows + R - 1) / R);
@@ -177,10 +316,18 @@ void launch(const matmul_args& a, hipStream_t stream) {
 
 void matmul(const matmul_args& a, hipStream_t stream) {
   if (a.rows <= 0 || a.out <= 0) return;
-  // Prefill tiles: 16 rows × 128 outputs per block. Decode-sized batches: 8 outputs per block, so
-  // that a batch of a few rows still spreads over every multiprocessor, and at most 8 rows per
-  // block row (12 or 16 row sums per thread ran 3-7x slower than tiles of 8 on the H200).
-  if (a.rows > 64)
+  // Prefill: lane tiles where the rows are 16-byte aligned, else 16 rows × 128 outputs per block.
+  // Decode-sized batches: 8 outputs per block, so that a batch of a few rows still spreads over
+  // every multiprocessor, and at most 8 rows per block row (12 or 16 row sums per thread ran 3-7x
+  // slower than tiles of 8 on the H200). Lane tiles of 64 × 64 (512 threads, one block per multiprocessor) read each operand half as
+  // often as 32 × 64, but give half the blocks: they win once there are about two blocks per
+  // multiprocessor (132 on the H100 and H200; 2048→512 at 512 rows has 64 and ran 1.6x slower).
+  const int64_t big_blocks = static_cast<int64_t>((a.rows + 63) / 64) * ((a.out + 63) / 64);
+  if (a.rows > 64 && quad_aligned(a) && big_blocks >= 256)
+    launch_lanes<64, 64, 512>(a, stream);
+  else if (a.rows > 64 && quad_aligned(a))
+    launch_lanes<32, 64, 256>(a, stream);
+  else if (a.rows > 64)
     launch<16, 4, 256>(a, stream);
   else if (a.rows > 4)
     launch_rows<8, 32>(a, stream);
