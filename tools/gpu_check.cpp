@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -476,8 +477,10 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
     }
     {
-      // The same tiles split into chunks (scratch given): each (tile, head, chunk) writes its
-      // records and the tile's last chunk folds; twice, so the counters must be back at zero.
+      // The same tiles split into chunks (ORDO_ATTENTION_TILES=split, scratch given): each (tile,
+      // head, chunk) writes its records and the tile's last chunk folds; twice, so the counters
+      // must be back at zero.
+      setenv("ORDO_ATTENTION_TILES", "split", 1);
       attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
       const int64_t chunks = 300 / attention_chunk + 1;
       const int64_t cap = int64_t(c.b.h.num_tokens) * nq * chunks * (hd + 2);
@@ -494,6 +497,7 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       kt.paged_attention(cs, c.d);
       gpu.synchronize();
       vs.add(m, c.out);
+      unsetenv("ORDO_ATTENTION_TILES");
       report(std::string("paged_attention tiles split ") + to_string(dt) + tag, vs);
     }
 

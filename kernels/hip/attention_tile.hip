@@ -8,6 +8,11 @@
 //   by chunk, takes m_c, the weights e^{s − m_c}, l_c and a_c in list order, and folds
 //   l += l_c·e^{m_c − M}, acc += a_c·e^{m_c − M} in ascending chunk order.
 // Entries past a query's own position are masked: they take no part in any max or sum.
+// Split tiles (ORDO_ATTENTION_TILES=split, scratch given and large enough): one block per (tile, head, chunk) computes the
+// chunk's m_c, l_c and a_c for its rows once, with no pass 1, and writes them to a.partials as
+// the decode chunks do (kernels/hip/attention.hip); the tile's last chunk to finish takes M as
+// the fmax of the m_c (the same value as pass 1's) and folds them in ascending chunk order.
+// The long tiles at a prompt's end no longer hold up the launch, and no score is computed twice.
 #include "kernels/hip/attention_core.hpp"
 #include "kernels/hip/launch.hpp"
 
@@ -96,8 +101,8 @@ __device__ void tile_scores(const tile_smem& sm, int32_t hd, int32_t qi, int32_t
     }
 }
 
-template <elem_dtype dt>
-__global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_attention_args a) {
+template <elem_dtype dt, bool split>
+__global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_attention_args a, int32_t chunks_cap) {
   __shared__ tile_smem sm;
   __shared__ int32_t tile_req, tile_row0, tile_rows;
   const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
@@ -132,10 +137,14 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
   __syncthreads();
   int32_t limit = 0; // the most positions any query of the tile attends
   for (int32_t q = 0; q < nq; ++q) limit = sm.count[q] > limit ? sm.count[q] : limit;
+  // Split: this block's one chunk (none past the tile's last position: the same for the block).
+  const int32_t c_first = split ? static_cast<int32_t>(blockIdx.z) * attention_chunk : 0;
+  const int32_t c_end = split ? c_first + 1 : limit;
+  if (c_first >= limit) return;
 
   // Pass 1: each query's max score. Thread (qi, pi): queries qi, qi + 16; positions pi, pi + 16.
   const int32_t qi = tid / 16, pi = tid % 16;
-  {
+  if (!split) {
     float m[2] = {-INFINITY, -INFINITY};
     for (int32_t j0 = 0; j0 < limit; j0 += tile_positions) {
       stage_slots(a, req, j0, tile_positions, limit, sm.slot);
@@ -169,7 +178,7 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
 #pragma unroll
     for (int y = 0; y < 4; ++y) acc[x][y] = 0.0f;
   }
-  for (int32_t c0 = 0; c0 < limit; c0 += attention_chunk) {
+  for (int32_t c0 = c_first; c0 < c_end; c0 += attention_chunk) {
     stage_slots(a, req, c0, attention_chunk, limit, sm.slot);
     __syncthreads();
     for (int32_t half = 0; half < 2; ++half) {
@@ -238,12 +247,57 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       if (n[x] <= 0) continue;
+      if (split) { // the record of (row, head, chunk): [a_c (head_dim floats), m_c, l_c]
+        float* rec = a.partials +
+                     ((static_cast<int64_t>(row0 + vq + 8 * x) * a.num_q_heads + h) * chunks_cap + c0 / attention_chunk) *
+                         (hd + 2);
+#pragma unroll
+        for (int y = 0; y < 4; ++y)
+          if (ve + 32 * y < hd) rec[ve + 32 * y] = ac[x][y];
+        if (ve == 0) {
+          rec[hd] = sm.mc[vq + 8 * x];
+          rec[hd + 1] = lc[x];
+        }
+        continue;
+      }
       const float w = gpu::expf_glibc(sm.mc[vq + 8 * x] - sm.m[vq + 8 * x]);
       l[x] += lc[x] * w;
 #pragma unroll
       for (int y = 0; y < 4; ++y) acc[x][y] += ac[x][y] * w;
     }
     __syncthreads(); // sm.s and sm.kv are free for the next chunk
+  }
+  if (split) {
+    // The tile's last chunk to finish folds every row (which block that is does not change the order).
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    uint32_t* count_at = a.partial_counts + static_cast<int64_t>(row0) * a.num_q_heads + h;
+    const int32_t tile_chunks = (limit + attention_chunk - 1) / attention_chunk;
+    if (tid == 0) last = atomicAdd(count_at, 1u) == static_cast<uint32_t>(tile_chunks - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int32_t q = vq + 8 * x;
+      if (q >= nq) continue;
+      const int32_t chunks = (sm.count[q] + attention_chunk - 1) / attention_chunk;
+      // Other blocks' records: volatile reads, past this multiprocessor's L1.
+      const volatile float* recs =
+          a.partials + (static_cast<int64_t>(row0 + q) * a.num_q_heads + h) * chunks_cap * (hd + 2);
+      float m = -INFINITY;
+      for (int32_t k = 0; k < chunks; ++k) m = fmaxf(m, recs[k * (hd + 2) + hd]);
+      for (int32_t k = 0; k < chunks; ++k) {
+        const volatile float* r = recs + k * (hd + 2);
+        const float w = gpu::expf_glibc(r[hd] - m);
+        l[x] += r[hd + 1] * w;
+#pragma unroll
+        for (int y = 0; y < 4; ++y)
+          if (ve + 32 * y < hd) acc[x][y] += r[ve + 32 * y] * w;
+      }
+    }
+    if (tid == 0) *count_at = 0; // ready for the next launch (stream order)
   }
 #pragma unroll
   for (int x = 0; x < 4; ++x) {
@@ -262,8 +316,17 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
 void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
   // At most num_tokens / tile_queries + num_reqs tiles; blocks past the last tile return at once.
   const int32_t tiles = (a.batch.num_tokens + tile_queries - 1) / tile_queries + a.batch.num_reqs;
+  // Split when the scratch holds a record per (row, head, chunk) of the batch's longest row.
+  const int64_t chunks = (static_cast<int64_t>(a.batch.max_position) + attention_chunk) / attention_chunk;
+  const int64_t needed = static_cast<int64_t>(a.batch.num_tokens) * a.num_q_heads * chunks * (a.head_dim + 2);
+  const bool split = attention_split_tiles_asked() && a.partials && a.partial_counts && a.batch.max_position >= 0 &&
+                     needed <= a.partials_floats;
   with_kv_dtype(a.dtype, [&](auto dt) {
-    attention_tile_kernel<decltype(dt)::value><<<dim3(tiles, a.num_q_heads), tile_threads, 0, stream>>>(a);
+    if (split)
+      attention_tile_kernel<decltype(dt)::value, true>
+          <<<dim3(tiles, a.num_q_heads, chunks), tile_threads, 0, stream>>>(a, static_cast<int32_t>(chunks));
+    else
+      attention_tile_kernel<decltype(dt)::value, false><<<dim3(tiles, a.num_q_heads), tile_threads, 0, stream>>>(a, 0);
   });
   ORDO_HIP_LAUNCHED();
 }
