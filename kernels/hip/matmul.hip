@@ -103,9 +103,10 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
   }
 }
 
-// Prefill tiles with one k lane per thread. A block of 256 threads computes BM rows × BN outputs:
+// Prefill tiles with one k lane per thread. A block of `threads` computes BM rows × BN outputs:
 // the low three bits of the thread index pick the lane (lane j sums k ≡ j mod 8, as in
-// kernels/cpu/dot.hpp), the other 32 spread over 8 × 8 (row, output) cells each, so a step is
+// kernels/cpu/dot.hpp), the other bits one (BM / 8) × (BN / 8) cell of 8 × 8 (row, output)
+// sums, so a step is
 // an outer product of 8 x values and 8 weights read as four 16-byte shared loads. The lane
 // sums meet in the CPU's tree by shuffles at the end: the order of every sum is still fixed by
 // `in` alone, so the result is bitwise the CPU's at any batch. Rows and weights need 16-byte
@@ -120,7 +121,7 @@ struct lane_tiles {
   float w[2][lane_bk][BN + lane_pad];
 };
 
-// The 16-byte quads of a `n`-row × lane_bk slice, `per` per thread: a warp takes two quads of
+// The 16-byte quads of an `n`-row × lane_bk slice, `per` per thread: a warp takes two quads of
 // 16 rows, so its global reads are whole 32-byte sectors and its transposed shared stores
 // fall in distinct banks.
 template <int n>
