@@ -1,0 +1,48 @@
+#!/bin/bash
+# Issue 14's speed table in one device call, from the repository root, with a bundle made by
+# `make gpu-bundle`: `gpu-bundle/speed [--quick]`. gpu_check first (every exact kernel bitwise
+# against the CPU), then dense 1b exact and bf16 against tools/torch_reference.py's CUDA-graph
+# anchors, A/B with ORDO_ATTENTION_TILES=split, the matmul table, decode while saving (dense and
+# qsa_gdn_ple) and the host tier's save / load against a plain copy. Each block is bounded by a
+# timeout; everything is also written to ${OUT:-/tmp}/speed.txt, since a call returns only the
+# tail of its output. --quick: decode 8 steps and no saves, offload or matmul table.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+run="$here/run"
+out=${OUT:-/tmp}
+quick=0
+[[ ${1:-} == --quick ]] && quick=1
+exec > >(tee -a "$out/speed.txt") 2>&1
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+steps=32
+((quick)) && steps=8
+F=(--config configs/dense.toml --set model.size=1b --set device.kind=hip --set cache.num_blocks=1024 --prompt-tokens 512)
+torch() { timeout 150 python3 tools/torch_reference.py --preset dense --size 1b --prompt-tokens 512 \
+  --decode-steps "$steps" --batch 1 8 16 --cuda-graph --dtype "$1"; }
+echo "== gpu_check"
+SECONDS=0
+LD_LIBRARY_PATH="$here/lib" timeout 200 "$here/gpu_check" >"$out/gpu_check.txt" 2>&1
+echo "gpu_check rc=$? in ${SECONDS}s"
+grep -E "FAIL|failures|PASS" "$out/gpu_check.txt" | tail -3
+for dtype in fp32 bf16; do
+  set_dtype=()
+  [[ $dtype == bf16 ]] && set_dtype=(--set model.weight_dtype=bf16)
+  echo "== ordo $dtype"
+  timeout 150 "$run" bench forward "${F[@]}" "${set_dtype[@]}" --decode-steps "$steps" --batch 1 8 16
+  echo "== ordo $dtype, ORDO_ATTENTION_TILES=split"
+  ORDO_ATTENTION_TILES=split timeout 150 "$run" bench forward "${F[@]}" "${set_dtype[@]}" --decode-steps "$steps" --batch 1 8 16
+  echo "== torch $dtype + CUDA graph"
+  torch "$dtype"
+done
+((quick)) && exit 0
+echo "== matmul"
+timeout 120 "$run" bench matmul --config configs/dense.toml --set model.size=1b --set device.kind=hip --rows 1 16 512 4096
+echo "== decode while saving"
+timeout 150 "$run" bench forward "${F[@]}" --decode-steps 32 --batch 1 8 16 --save-chunks 1
+timeout 150 "$run" bench forward "${F[@]}" --set model.weight_dtype=bf16 --decode-steps 32 --batch 1 8 16 --save-chunks 1
+timeout 150 "$run" bench forward --config configs/default.toml --set model.size=1b --set device.kind=hip \
+  --set cache.num_blocks=1024 --prompt-tokens 512 --decode-steps 32 --batch 1 8 --save-chunks 2
+echo "== host tier"
+for config in configs/default.toml configs/dense.toml; do
+  timeout 120 "$run" bench offload --config "$config" --set model.size=1b --set device.kind=hip --chunks 32 --repeats 5
+done
