@@ -446,26 +446,30 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
              nq, nkv, hd, bs};
       return c;
     };
-    {
-      // Decode rows with chunk-parallel attention (scratch given): one chunk, exactly two, a
-      // partial last one, many; the fold must equal the CPU's in-place fold.
-      attention_case c = make_case({{1, 0}, {1, 63}, {1, 127}, {1, 200}, {2, 330}});
-      const int64_t cap = int64_t(c.b.h.num_tokens) * nq * 8 * (hd + 2);
+    // A case run with scratch for `chunks` chunks per row, twice (the second time into a cleared
+    // output: the fold's counters must have been set back to zero), against the CPU's fold.
+    const auto check_split = [&](attention_case& c, int64_t chunks, const std::string& name) {
+      const int64_t cap = int64_t(c.b.h.num_tokens) * nq * chunks * (hd + 2);
       auto scratch = m.of(std::vector<float>(size_t(cap)));
       auto counts = m.of(std::vector<uint32_t>(size_t(cap / (hd + 2))));
       c.d.partials = scratch.d;
       c.d.partials_floats = cap;
       c.d.partial_counts = counts.d;
       run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
-      verdict vd;
-      vd.add(m, c.out);
-      // Again into a cleared output: the fold's counters must have been set back to zero.
+      verdict v;
+      v.add(m, c.out);
       const std::vector<float> zeros(c.out.n, 0.0f);
       gpu.copy_async(cs, c.out.d, zeros.data(), zeros.size() * sizeof(float));
       kt.paged_attention(cs, c.d);
       gpu.synchronize();
-      vd.add(m, c.out);
-      report(std::string("paged_attention split ") + to_string(dt) + tag, vd);
+      v.add(m, c.out);
+      report(name + to_string(dt) + tag, v);
+    };
+    {
+      // Decode rows with chunk-parallel attention (scratch given): one chunk, exactly two, a
+      // partial last one, many; the fold must equal the CPU's in-place fold.
+      attention_case c = make_case({{1, 0}, {1, 63}, {1, 127}, {1, 200}, {2, 330}});
+      check_split(c, 8, "paged_attention split ");
     }
     {
       // Prefill-sized rows in tiles of 32 of one request: a prompt over three tiles, a decode
@@ -477,28 +481,12 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
     }
     {
-      // The same tiles split into chunks (ORDO_ATTENTION_TILES=split, scratch given): each (tile,
-      // head, chunk) writes its records and the tile's last chunk folds; twice, so the counters
-      // must be back at zero.
+      // The same tiles split into chunks (ORDO_ATTENTION_TILES=split): each (tile, head, chunk)
+      // writes its records and the tile's last chunk folds.
       setenv("ORDO_ATTENTION_TILES", "split", 1);
       attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
-      const int64_t chunks = 300 / attention_chunk + 1;
-      const int64_t cap = int64_t(c.b.h.num_tokens) * nq * chunks * (hd + 2);
-      auto scratch = m.of(std::vector<float>(size_t(cap)));
-      auto counts = m.of(std::vector<uint32_t>(size_t(cap / (hd + 2))));
-      c.d.partials = scratch.d;
-      c.d.partials_floats = cap;
-      c.d.partial_counts = counts.d;
-      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
-      verdict vs;
-      vs.add(m, c.out);
-      const std::vector<float> zeros(c.out.n, 0.0f);
-      gpu.copy_async(cs, c.out.d, zeros.data(), zeros.size() * sizeof(float));
-      kt.paged_attention(cs, c.d);
-      gpu.synchronize();
-      vs.add(m, c.out);
+      check_split(c, 300 / attention_chunk + 1, "paged_attention tiles split ");
       unsetenv("ORDO_ATTENTION_TILES");
-      report(std::string("paged_attention tiles split ") + to_string(dt) + tag, vs);
     }
 
     // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.

@@ -209,10 +209,8 @@ void paged_attention(const paged_attention_args& a, hipStream_t stream) {
   const int threads = attention_threads(a.head_dim);
   // Decode-sized batches split each row into its chunks, one block each, when the scratch holds
   // them; a prefill's rows are many blocks already.
-  const int64_t chunks = (static_cast<int64_t>(a.batch.max_position) + attention_chunk) / attention_chunk;
-  const int64_t needed = static_cast<int64_t>(a.batch.num_tokens) * a.num_q_heads * chunks * (a.head_dim + 2);
-  if (a.partials && a.partial_counts && a.batch.max_position >= 0 && a.batch.num_tokens <= attention_split_rows &&
-      needed <= a.partials_floats) {
+  const int64_t chunks = split_chunks(a);
+  if (a.batch.num_tokens <= attention_split_rows && partials_fit(a, chunks)) {
     const int32_t cap = static_cast<int32_t>(chunks);
     with_kv_dtype(a.dtype, [&](auto dt) {
       attention_chunk_kernel<decltype(dt)::value>

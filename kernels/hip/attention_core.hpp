@@ -319,6 +319,16 @@ __global__ void attention_kernel(sparse_attention_args sa) {
   if (tid < hd) a.out[row * a.ldo + h * hd + tid] = acc / l;
 }
 
+// The chunks of the batch's longest row, and whether a.partials holds a record of (head_dim + 2)
+// floats per (row, head, chunk) of them: the chunk-parallel launches need both.
+inline int64_t split_chunks(const paged_attention_args& a) {
+  return (static_cast<int64_t>(a.batch.max_position) + attention_chunk) / attention_chunk;
+}
+inline bool partials_fit(const paged_attention_args& a, int64_t chunks) {
+  const int64_t needed = static_cast<int64_t>(a.batch.num_tokens) * a.num_q_heads * chunks * (a.head_dim + 2);
+  return a.partials && a.partial_counts && a.batch.max_position >= 0 && needed <= a.partials_floats;
+}
+
 // Dense attention by tiles of up to 32 rows of one request per (tile, head), sharing each staged K
 // and V row (kernels/hip/attention_tile.hip); head_dim <= attention_tile_max_head_dim.
 void attention_tiles(const paged_attention_args& a, hipStream_t stream);

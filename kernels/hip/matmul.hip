@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
 // Prefill tiles with one k lane per thread. A block of `threads` computes BM rows × BN outputs:
 // the low three bits of the thread index pick the lane (lane j sums k ≡ j mod 8, as in
 // kernels/cpu/dot.hpp), the other bits one (BM / 8) × (BN / 8) cell of 8 × 8 (row, output)
-// sums, so a step is
-// an outer product of 8 x values and 8 weights read as four 16-byte shared loads. The lane
+// sums, so a step is an outer product of 8 x values and 8 weights read as four 16-byte shared
+// loads. The lane
 // sums meet in the CPU's tree by shuffles at the end: the order of every sum is still fixed by
 // `in` alone, so the result is bitwise the CPU's at any batch. Rows and weights need 16-byte
 // alignment (checked by the caller); a k slice past `in8` is zero, and fma(0, 0, s) is s since a
@@ -318,19 +318,21 @@ void launch(const matmul_args& a, hipStream_t stream) {
 void matmul(const matmul_args& a, hipStream_t stream) {
   if (a.rows <= 0 || a.out <= 0) return;
   // Prefill: lane tiles where the rows are 16-byte aligned, else 16 rows × 128 outputs per block.
-  // Decode-sized batches: 8 outputs per block, so that a batch of a few rows still spreads over
-  // every multiprocessor, and at most 8 rows per block row (12 or 16 row sums per thread ran 3-7x
-  // slower than tiles of 8 on the H200). Lane tiles of 64 × 64 (512 threads, one block per multiprocessor) read each operand half as
+  // Lane tiles of 64 × 64 (512 threads, one block per multiprocessor) read each operand half as
   // often as 32 × 64, but give half the blocks: they win once there are about two blocks per
   // multiprocessor (132 on the H100 and H200; 2048→512 at 512 rows has 64 and ran 1.6x slower).
-  const int64_t big_blocks = static_cast<int64_t>((a.rows + 63) / 64) * ((a.out + 63) / 64);
-  if (a.rows > 64 && quad_aligned(a) && big_blocks >= 256)
-    launch_lanes<64, 64, 512>(a, stream);
-  else if (a.rows > 64 && quad_aligned(a))
-    launch_lanes<32, 64, 256>(a, stream);
-  else if (a.rows > 64)
-    launch<16, 4, 256>(a, stream);
-  else if (a.rows > 4)
+  // Decode-sized batches: 8 outputs per block, so that a batch of a few rows still spreads over
+  // every multiprocessor, and at most 8 rows per block row (12 or 16 row sums per thread ran 3-7x
+  // slower than tiles of 8 on the H200).
+  if (a.rows > 64) {
+    const int64_t big_blocks = static_cast<int64_t>((a.rows + 63) / 64) * ((a.out + 63) / 64);
+    if (!quad_aligned(a))
+      launch<16, 4, 256>(a, stream);
+    else if (big_blocks >= 256)
+      launch_lanes<64, 64, 512>(a, stream);
+    else
+      launch_lanes<32, 64, 256>(a, stream);
+  } else if (a.rows > 4)
     launch_rows<8, 32>(a, stream);
   else if (a.rows > 2)
     launch_rows<4, 32>(a, stream);
