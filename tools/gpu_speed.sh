@@ -3,9 +3,10 @@
 # `make gpu-bundle`: `gpu-bundle/speed [--quick]`. gpu_check first (every exact kernel bitwise
 # against the CPU), then dense 1b exact and bf16 against tools/torch_reference.py's CUDA-graph
 # anchors, A/B with ORDO_ATTENTION_TILES=split, the matmul table, decode while saving (dense and
-# qsa_gdn_ple) and the host tier's save / load against a plain copy. Each block is bounded by a
-# timeout; everything is also written to ${OUT:-/tmp}/speed.txt, since a call returns only the
-# tail of its output. --quick: decode 8 steps and no saves, offload or matmul table.
+# qsa_gdn_ple; bf16 also with ORDO_PACED_CTAS 2, 4 and 16) and the host tier's save / load
+# against a plain copy. Each block is bounded by a timeout; everything is also written to
+# ${OUT:-/tmp}/speed.txt, since a call returns only the tail of its output. --quick: decode 8
+# steps and no saves, offload or matmul table.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="$here/run"
@@ -40,6 +41,10 @@ timeout 120 "$run" bench matmul --config configs/dense.toml --set model.size=1b 
 echo "== decode while saving"
 timeout 150 "$run" bench forward "${F[@]}" --decode-steps 32 --batch 1 8 16 --save-chunks 1
 timeout 150 "$run" bench forward "${F[@]}" --set model.weight_dtype=bf16 --decode-steps 32 --batch 1 8 16 --save-chunks 1
+for ctas in 2 4 16; do
+  echo "== decode while saving, bf16, ORDO_PACED_CTAS=$ctas (default 8)"
+  ORDO_PACED_CTAS=$ctas timeout 150 "$run" bench forward "${F[@]}" --set model.weight_dtype=bf16 --decode-steps 32 --batch 1 8 --save-chunks 1
+done
 timeout 150 "$run" bench forward --config configs/default.toml --set model.size=1b --set device.kind=hip \
   --set cache.num_blocks=1024 --prompt-tokens 512 --decode-steps 32 --batch 1 8 --save-chunks 2
 echo "== host tier"

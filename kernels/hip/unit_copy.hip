@@ -4,6 +4,7 @@
 // and small objects cost no per-copy overhead. Byte-exact, like cpu::unit_copy,
 // in both host layouts (unit-major, segment-major) and skipping negative unit ids. A launch may
 // also sum the object checksum's terms of the host buffer from the bytes it moves.
+#include <cstdlib>
 #include <stdexcept>
 
 #include "kernels/hip/launch.hpp"
@@ -167,7 +168,16 @@ uint64_t checked_chunks(uint64_t pairs, uint64_t max_block_bytes) {
 // either direction, or paced_ctas for a copy beside a forward (about 45 GB/s on the H200, where a
 // decode step at batch 1 ran 1.18× its time alone beside a gather at the full 51 GB/s and 1.05×
 // beside one of 8 CTAs; measured in BENCHMARKS.md).
-constexpr unsigned ctas_per_sm = 2, paced_ctas = 8;
+// ORDO_PACED_CTAS=n overrides the 8 for a sweep on another card (tools/gpu_speed.sh).
+constexpr unsigned ctas_per_sm = 2, default_paced_ctas = 8;
+unsigned paced_ctas() {
+  static const unsigned n = [] {
+    const char* v = std::getenv("ORDO_PACED_CTAS");
+    const long asked = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
+    return asked >= 1 && asked <= 1024 ? static_cast<unsigned>(asked) : default_paced_ctas;
+  }();
+  return n;
+}
 unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
   static const uint64_t full = [] {
     int device = 0, sms = 0;
@@ -175,7 +185,7 @@ unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
     ORDO_HIP_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device));
     return static_cast<uint64_t>(sms > 0 ? sms : 1) * ctas_per_sm;
   }();
-  const uint64_t cap = beside_forward ? paced_ctas : full;
+  const uint64_t cap = beside_forward ? paced_ctas() : full;
   return static_cast<unsigned>(tasks < cap ? tasks : cap);
 }
 
