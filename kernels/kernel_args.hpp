@@ -137,6 +137,13 @@ inline bool attention_split_tiles_asked() {
   return v != nullptr && std::strcmp(v, "split") == 0;
 }
 
+// ORDO_LANE_TILES=warps: the exact prefill matmul's lane tiles put each warp on one lane
+// (kernels/hip/matmul.hip). An A/B switch, read at each launch, until a GPU run picks one.
+inline bool lane_warps_asked() {
+  const char* v = std::getenv("ORDO_LANE_TILES");
+  return v != nullptr && std::strcmp(v, "warps") == 0;
+}
+
 // For each row at position p with p % group == group - 1: compressed[group of p] = mean of the
 // raw index keys of the group (read from the arena, so earlier steps' rows count).
 struct index_compress_args {

@@ -272,10 +272,15 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
   // matmul: odd sizes exercise the dot's tail, partial row tiles (prefill tiles of 16 rows, decode
   // tiles of 8, 4 and 1 rows) and partial output blocks. Rows of a multiple of 4 floats take the
   // prefill lane tiles (32 rows × 64 outputs, k slices of 32; 64 × 64 from 256 blocks on, as
-  // 200 rows × 4100 outputs): `in` = dim + 12 leaves a partial slice and a tail of 4.
+  // 200 rows × 4100 outputs): `in` = dim + 12 leaves a partial slice and a tail of 4. The quads
+  // rows run again with ORDO_LANE_TILES=warps (one lane per warp, lanes met through shared memory).
   for (const std::pair<int32_t, bool>& ra : {std::pair<int32_t, bool>{130, false}, {37, false}, {6, false},
                                               {1, false}, {130, true}, {77, true}, {200, true}})
+  for (bool warps : {false, true})
   for (bool acc : {false, true}) {
+    if (warps && !ra.second) continue;
+    if (warps)
+      setenv("ORDO_LANE_TILES", "warps", 1);
     const int32_t rows = ra.first;
     const int32_t in = ra.second ? sh.dim + 12 : sh.dim + 3, out = rows == 200 ? 4100 : 301;
     const int32_t ldx = ra.second ? in + 8 : in + 5, ldy = out + 2;
@@ -284,10 +289,11 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     auto y = m.of(r.floats(size_t(rows) * ldy));
     matmul_args h{x.h, ldx, w.h, y.h, ldy, rows, in, out, acc}, d{x.d, ldx, w.d, y.d, ldy, rows, in, out, acc};
     run([&] { cpu::matmul(h); }, [&] { kt.matmul(cs, d); });
+    unsetenv("ORDO_LANE_TILES");
     verdict v;
     v.add(m, y);
     report(std::string("matmul") + (acc ? " accumulate" : "") + " rows " + std::to_string(rows) +
-               (ra.second ? " quads" : "") + tag, v);
+               (ra.second ? " quads" : "") + (warps ? " warps" : "") + tag, v);
   }
   // A row of the model's width (b1: the register path's largest) and an odd one (b1: past it).
   for (const std::pair<int32_t, int32_t>& rd : {std::pair<int32_t, int32_t>{1, sh.dim}, {33, sh.dim + 5}}) {

@@ -2,11 +2,12 @@
 # Issue 14's speed table in one device call, from the repository root, with a bundle made by
 # `make gpu-bundle`: `gpu-bundle/speed [--quick]`. gpu_check first (every exact kernel bitwise
 # against the CPU), then dense 1b exact and bf16 against tools/torch_reference.py's CUDA-graph
-# anchors, A/B with ORDO_ATTENTION_TILES=split, the matmul table, decode while saving (dense and
-# qsa_gdn_ple; bf16 also with ORDO_PACED_CTAS 2, 4 and 16) and the host tier's save / load
-# against a plain copy. Each block is bounded by a timeout; everything is also written to
+# anchors, A/B with ORDO_ATTENTION_TILES=split (and ORDO_LANE_TILES=warps), the matmul table,
+# decode while saving (dense and qsa_gdn_ple; bf16 also with ORDO_PACED_CTAS 2, 4 and 16), the
+# host tier's save / load against a plain copy, and ncu on the matmul's lane tiles in both
+# arrangements. Each block is bounded by a timeout; everything is also written to
 # ${OUT:-/tmp}/speed.txt, since a call returns only the tail of its output. --quick: decode 8
-# steps and no saves, offload or matmul table.
+# steps and no saves, offload, matmul table or ncu.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="$here/run"
@@ -32,12 +33,19 @@ for dtype in fp32 bf16; do
   timeout 150 "$run" bench forward "${F[@]}" "${set_dtype[@]}" --decode-steps "$steps" --batch 1 8 16
   echo "== ordo $dtype, ORDO_ATTENTION_TILES=split"
   ORDO_ATTENTION_TILES=split timeout 150 "$run" bench forward "${F[@]}" "${set_dtype[@]}" --decode-steps "$steps" --batch 1 8 16
+  if [[ $dtype == fp32 ]]; then
+    echo "== ordo $dtype, ORDO_ATTENTION_TILES=split ORDO_LANE_TILES=warps"
+    ORDO_ATTENTION_TILES=split ORDO_LANE_TILES=warps timeout 150 "$run" bench forward "${F[@]}" --decode-steps "$steps" --batch 1 8 16
+  fi
   echo "== torch $dtype + CUDA graph"
   torch "$dtype"
 done
 ((quick)) && exit 0
+M=(--config configs/dense.toml --set model.size=1b --set device.kind=hip)
 echo "== matmul"
-timeout 120 "$run" bench matmul --config configs/dense.toml --set model.size=1b --set device.kind=hip --rows 1 16 512 4096
+timeout 120 "$run" bench matmul "${M[@]}" --rows 1 16 512 4096
+echo "== matmul, ORDO_LANE_TILES=warps"
+ORDO_LANE_TILES=warps timeout 120 "$run" bench matmul "${M[@]}" --rows 512 4096
 echo "== decode while saving"
 timeout 150 "$run" bench forward "${F[@]}" --decode-steps 32 --batch 1 8 16 --save-chunks 1
 timeout 150 "$run" bench forward "${F[@]}" --set model.weight_dtype=bf16 --decode-steps 32 --batch 1 8 16 --save-chunks 1
@@ -51,3 +59,12 @@ echo "== host tier"
 for config in configs/default.toml configs/dense.toml; do
   timeout 120 "$run" bench offload --config "$config" --set model.size=1b --set device.kind=hip --chunks 32 --repeats 5
 done
+if command -v ncu >/dev/null; then
+  echo "== ncu: lane tiles, 512 rows (both arrangements; full report in ncu_matmul.txt)"
+  for v in lanes warps; do
+    ORDO_LANE_TILES=$v timeout 120 ncu --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis_Tables \
+      --section Occupancy -k regex:matmul_lane --launch-count 2 "$run" bench matmul "${M[@]}" --rows 512 --repeats 1 \
+      >>"$out/ncu_matmul.txt" 2>&1
+    grep -E "matmul_lane|Duration|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Stall|Warp Cycles Per Issued" "$out/ncu_matmul.txt" | tail -20
+  done
+fi

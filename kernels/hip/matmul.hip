@@ -229,6 +229,104 @@ __global__ void __launch_bounds__(threads, 512 / threads) matmul_lanes_kernel(ma
   }
 }
 
+// The same tiles with each warp on one lane (ORDO_LANE_TILES=warps, an A/B switch until a GPU
+// run picks one): warp w sums lane w mod 8 for 32 cells of 8 × 8, so a warp's step reads one
+// k row, and its 16-byte loads are 4 or 8 distinct quads that sit side by side in the row
+// (element 8g + 4h + e of a tile row is stored at h·n/2 + 4g + e). The lane-per-thread tiles
+// read 32 distinct weight quads over 8 rows per step. The lanes of a cell then live in 8 warps:
+// they meet through shared memory, one of the cell's 8 rows per round, in the CPU's tree.
+__device__ inline int32_t split_halves(int32_t idx, int32_t n) { return ((idx >> 2) & 1) * (n / 2) + ((idx >> 3) << 2) + (idx & 3); }
+
+template <int n, int per, int threads>
+__device__ inline void stash_quads_halves(const float4 (&v)[per], float (*s)[n + lane_pad]) {
+#pragma unroll
+  for (int l = 0; l < per; ++l) {
+    int32_t row, quad;
+    quad_of<n>(static_cast<int32_t>(threadIdx.x) + threads * l, row, quad);
+    const int32_t at = split_halves(row, n);
+    s[4 * quad + 0][at] = v[l].x;
+    s[4 * quad + 1][at] = v[l].y;
+    s[4 * quad + 2][at] = v[l].z;
+    s[4 * quad + 3][at] = v[l].w;
+  }
+}
+
+template <int BM, int BN, int threads>
+__global__ void __launch_bounds__(threads, 512 / threads) matmul_lane_warps_kernel(matmul_args a) {
+  constexpr int SC = BN / 8, cells = (BM / 8) * SC;
+  static_assert(cells * 8 == threads && cells % 32 == 0, "8 lanes x cells of 8 x 8, whole warps per lane");
+  static_assert(8 * threads <= 2 * lane_bk * (BM + lane_pad), "a round's lane sums fit the x tiles");
+  constexpr int xq = BM * lane_bk / 4 / threads, wq = BN * lane_bk / 4 / threads;
+  __shared__ __align__(16) lane_tiles<BM, BN> t;
+  const int32_t warp = threadIdx.x >> 5;
+  const int32_t lane = warp & 7;
+  const int32_t cell = (warp >> 3) * 32 + (threadIdx.x & 31);
+  const int32_t sr = cell / SC, sc = cell % SC;
+  const int32_t r0 = blockIdx.y * BM, o0 = blockIdx.x * BN;
+  const int32_t in8 = a.in / 8 * 8;
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[i][n] = 0.0f;
+  float4 xv[xq], wv[wq];
+  fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, 0, in8);
+  fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, 0, in8);
+  stash_quads_halves<BM, xq, threads>(xv, t.x[0]);
+  stash_quads_halves<BN, wq, threads>(wv, t.w[0]);
+  __syncthreads();
+  for (int32_t k0 = 0, buf = 0; k0 < in8; k0 += lane_bk, buf ^= 1) {
+    const bool more = k0 + lane_bk < in8;
+    if (more) {
+      fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, k0 + lane_bk, in8);
+      fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, k0 + lane_bk, in8);
+    }
+#pragma unroll
+    for (int j = 0; j < lane_bk / 8; ++j) {
+      const int32_t k = lane + 8 * j;
+      const float4 x0 = *reinterpret_cast<const float4*>(&t.x[buf][k][4 * sr]);
+      const float4 x1 = *reinterpret_cast<const float4*>(&t.x[buf][k][BM / 2 + 4 * sr]);
+      const float4 w0 = *reinterpret_cast<const float4*>(&t.w[buf][k][4 * sc]);
+      const float4 w1 = *reinterpret_cast<const float4*>(&t.w[buf][k][BN / 2 + 4 * sc]);
+      const float xr[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      const float wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) acc[i][n] = __fmaf_rn(xr[i], wr[n], acc[i][n]);
+    }
+    if (more) {
+      stash_quads_halves<BM, xq, threads>(xv, t.x[buf ^ 1]);
+      stash_quads_halves<BN, wq, threads>(wv, t.w[buf ^ 1]);
+    }
+    __syncthreads();
+  }
+  // Round i: every thread leaves its lane sums of row 8·sr + i at sums[lane][cell][0..7]; thread p
+  // then adds the 8 lanes of (cell p / 8, output p % 8) in the tree, adds the tail, and stores.
+  float* sums = &t.x[0][0][0];
+  const int32_t pc = threadIdx.x >> 3, pn = threadIdx.x & 7;
+  const int32_t o = o0 + 8 * (pc % SC) + pn;
+  const float* w = a.w + static_cast<int64_t>(o < a.out ? o : 0) * a.in;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float4* mine = reinterpret_cast<float4*>(sums + (lane * cells + cell) * 8);
+    mine[0] = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    mine[1] = make_float4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]);
+    __syncthreads();
+    float l[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) l[j] = sums[(j * cells + pc) * 8 + pn];
+    __syncthreads();
+    const int32_t r = r0 + 8 * (pc / SC) + i;
+    if (r >= a.rows || o >= a.out) continue;
+    float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
+    for (int32_t kk = in8; kk < a.in; ++kk) s = __fmaf_rn(x[kk], w[kk], s);
+    float* y = a.y + static_cast<int64_t>(r) * a.ldy + o;
+    *y = a.accumulate ? *y + s : s;
+  }
+}
+
 // Decode-sized batches: one group of 8 threads per output (lane = thread & 7) and 8 outputs per
 // block, so even one row spreads over every multiprocessor; each thread keeps R row sums and reads
 // x through the cache (every block reads the same few rows). The weights stream U loads ahead per
@@ -296,7 +394,10 @@ void launch_rows(const matmul_args& a, hipStream_t stream) {
 template <int BM, int BN, int threads>
 void launch_lanes(const matmul_args& a, hipStream_t stream) {
   const dim3 grid(blocks_for(a.out, BN), (a.rows + BM - 1) / BM);
-  matmul_lanes_kernel<BM, BN, threads><<<grid, threads, 0, stream>>>(a);
+  if (lane_warps_asked())
+    matmul_lane_warps_kernel<BM, BN, threads><<<grid, threads, 0, stream>>>(a);
+  else
+    matmul_lanes_kernel<BM, BN, threads><<<grid, threads, 0, stream>>>(a);
   ORDO_HIP_LAUNCHED();
 }
 
