@@ -7,8 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/batch.hpp"
 #include "kernels/kv_layout.hpp"
@@ -127,22 +125,6 @@ struct paged_attention_args {
   // between launches: the chunk that finishes last folds them and sets its counter back to zero.
   uint32_t* partial_counts = nullptr;
 };
-
-// ORDO_ATTENTION_TILES=split: a GPU runs prefill attention tiles chunk by chunk through
-// `partials` (kernels/hip/attention_tile.hip), and a GPU model sizes that scratch for a whole
-// batch of rows below position 512. An A/B switch, read at each launch, until the split tiles
-// have passed gpu_check on a GPU; without it one block folds each tile.
-inline bool attention_split_tiles_asked() {
-  const char* v = std::getenv("ORDO_ATTENTION_TILES");
-  return v != nullptr && std::strcmp(v, "split") == 0;
-}
-
-// ORDO_LANE_TILES=warps: the exact prefill matmul's lane tiles put each warp on one lane
-// (kernels/hip/matmul.hip). An A/B switch, read at each launch, until a GPU run picks one.
-inline bool lane_warps_asked() {
-  const char* v = std::getenv("ORDO_LANE_TILES");
-  return v != nullptr && std::strcmp(v, "warps") == 0;
-}
 
 // For each row at position p with p % group == group - 1: compressed[group of p] = mean of the
 // raw index keys of the group (read from the arena, so earlier steps' rows count).

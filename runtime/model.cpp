@@ -345,13 +345,13 @@ void model::impl::build_workspace() {
     ple_e = alloc_floats(T * d.ple_dim);
     ple_c = alloc_floats(T * d.ple_dim);
   }
-  // Chunk-parallel attention of up to 16 full-context rows (more rows at shorter contexts), or
-  // with ORDO_ATTENTION_TILES=split of a full batch of rows whose positions stay below 512 (a
-  // prompt's first step: its tiles run chunk by chunk). The CPU folds in place and needs none.
+  // Chunk-parallel attention of up to 16 full-context rows (more rows at shorter contexts), and
+  // of a full batch of rows whose positions stay below 512 (a prompt's first step: its tiles run
+  // chunk by chunk; later tiles fold in one block each). The CPU folds in place and needs none.
   if (!dev.runs_host_work() &&
       std::any_of(d.layers.begin(), d.layers.end(), [](layer_kind k) { return k != layer_kind::gdn; })) {
     const int64_t chunks = (d.max_context + attention_chunk - 1) / attention_chunk;
-    const int64_t tile_records = attention_split_tiles_asked() ? static_cast<int64_t>(T) * (512 / attention_chunk) : 0;
+    const int64_t tile_records = static_cast<int64_t>(T) * (512 / attention_chunk);
     const int64_t records = std::max<int64_t>(16 * chunks, tile_records);
     attn_partials_floats = records * d.num_q_heads * (d.head_dim + 2);
     attn_partials = alloc_floats(static_cast<size_t>(attn_partials_floats));

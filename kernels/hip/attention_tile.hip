@@ -8,12 +8,13 @@
 //   by chunk, takes m_c, the weights e^{s − m_c}, l_c and a_c in list order, and folds
 //   l += l_c·e^{m_c − M}, acc += a_c·e^{m_c − M} in ascending chunk order.
 // Entries past a query's own position are masked: they take no part in any max or sum.
-// Split tiles (ORDO_ATTENTION_TILES=split, scratch given and large enough): one block per (tile,
-// head, chunk) computes the chunk's m_c, l_c and a_c for its rows once, with no pass 1, and
-// writes them to a.partials as the decode chunks do (kernels/hip/attention.hip); the tile's last
-// chunk to finish takes M as the fmax of the m_c (the same value as pass 1's) and folds them in
-// ascending chunk order. The long tiles at a prompt's end no longer hold up the launch, and no
-// score is computed twice.
+// Split tiles (whenever the scratch holds every row's chunks: a model sizes it for positions below
+// 512): one block per (tile, head, chunk) computes the chunk's m_c, l_c and a_c for its rows
+// once, with no pass 1, and writes them to a.partials as the decode chunks do
+// (kernels/hip/attention.hip); the tile's last chunk to finish takes M as the fmax of the m_c
+// (the same value as pass 1's) and folds them in ascending chunk order. The long tiles at a
+// prompt's end no longer hold up the launch, and no score is computed twice (1.09x the exact
+// prefill, 1.22x bf16 on the H100: BENCHMARKS.md).
 #include "kernels/hip/attention_core.hpp"
 #include "kernels/hip/launch.hpp"
 
@@ -318,7 +319,7 @@ void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
   // At most num_tokens / tile_queries + num_reqs tiles; blocks past the last tile return at once.
   const int32_t tiles = (a.batch.num_tokens + tile_queries - 1) / tile_queries + a.batch.num_reqs;
   const int64_t chunks = split_chunks(a);
-  const bool split = attention_split_tiles_asked() && partials_fit(a, chunks);
+  const bool split = partials_fit(a, chunks);
   with_kv_dtype(a.dtype, [&](auto dt) {
     if (split)
       attention_tile_kernel<decltype(dt)::value, true>

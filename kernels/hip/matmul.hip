@@ -8,6 +8,8 @@
 // fused `sum = fma(x, w, sum)` as the CPU (kernels/cpu/matmul.cpp), so tiling changes the memory
 // traffic, never a bit of the result.
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/hip/device_math.hpp"
@@ -157,10 +159,13 @@ __device__ inline void stash_quads(const float4 (&v)[per], float (*s)[n + lane_p
   }
 }
 
-template <int BM, int BN, int threads>
-__global__ void __launch_bounds__(threads, 512 / threads) matmul_lanes_kernel(matmul_args a) {
-  constexpr int SC = BN / 8;
-  static_assert((BM / 8) * SC * 8 == threads, "8 lanes x cells of 8 x 8");
+// NC = 8 or 16 outputs per cell: 16 reads six quads per 128 multiply-adds instead of four per 64
+// (ORDO_LANE_TILES=wide, an A/B switch until a GPU run picks one), with 256 threads and about 180
+// registers each.
+template <int BM, int BN, int NC, int threads>
+__global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1) matmul_lanes_kernel(matmul_args a) {
+  constexpr int SC = BN / NC, NQ = NC / 4;
+  static_assert((BM / 8) * SC * 8 == threads, "8 lanes x cells of 8 rows x NC outputs");
   constexpr int xq = BM * lane_bk / 4 / threads, wq = BN * lane_bk / 4 / threads;
   __shared__ __align__(16) lane_tiles<BM, BN> t;
   const int32_t lane = threadIdx.x & 7;
@@ -168,11 +173,11 @@ __global__ void __launch_bounds__(threads, 512 / threads) matmul_lanes_kernel(ma
   const int32_t sr = cell / SC, sc = cell % SC;
   const int32_t r0 = blockIdx.y * BM, o0 = blockIdx.x * BN;
   const int32_t in8 = a.in / 8 * 8;
-  float acc[8][8];
+  float acc[8][NC];
 #pragma unroll
   for (int i = 0; i < 8; ++i)
 #pragma unroll
-    for (int n = 0; n < 8; ++n) acc[i][n] = 0.0f;
+    for (int n = 0; n < NC; ++n) acc[i][n] = 0.0f;
   float4 xv[xq], wv[wq];
   fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, 0, in8);
   fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, 0, in8);
@@ -190,14 +195,17 @@ __global__ void __launch_bounds__(threads, 512 / threads) matmul_lanes_kernel(ma
       const int32_t k = lane + 8 * j;
       const float4 x0 = *reinterpret_cast<const float4*>(&t.x[buf][k][8 * sr]);
       const float4 x1 = *reinterpret_cast<const float4*>(&t.x[buf][k][8 * sr + 4]);
-      const float4 w0 = *reinterpret_cast<const float4*>(&t.w[buf][k][8 * sc]);
-      const float4 w1 = *reinterpret_cast<const float4*>(&t.w[buf][k][8 * sc + 4]);
       const float xr[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      const float wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+      float wr[NC];
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) {
+        const float4 wq4 = *reinterpret_cast<const float4*>(&t.w[buf][k][NC * sc + 4 * q]);
+        wr[4 * q] = wq4.x, wr[4 * q + 1] = wq4.y, wr[4 * q + 2] = wq4.z, wr[4 * q + 3] = wq4.w;
+      }
 #pragma unroll
       for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int n = 0; n < 8; ++n) acc[i][n] = __fmaf_rn(xr[i], wr[n], acc[i][n]);
+        for (int n = 0; n < NC; ++n) acc[i][n] = __fmaf_rn(xr[i], wr[n], acc[i][n]);
     }
     if (more) {
       stash_quads<BM, xq, threads>(xv, t.x[buf ^ 1]);
@@ -205,125 +213,30 @@ __global__ void __launch_bounds__(threads, 512 / threads) matmul_lanes_kernel(ma
     }
     __syncthreads();
   }
-  // Every lane ends with every cell's full sum; lane j writes output 8·sc + j of its 8 rows.
-  float mine[8];
+  // Every lane ends with every cell's full sum; lane j writes outputs NC·sc + 8h + j of its 8 rows.
+  float mine[NC / 8][8];
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int n = 0; n < NC; ++n)
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const float s = gpu::lane_tree8(acc[i][n]);
-      if (lane == n) mine[i] = s;
-    }
-  const int32_t o = o0 + 8 * sc + lane;
-  if (o >= a.out) return;
-  const float* w = a.w + static_cast<int64_t>(o) * a.in;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int32_t r = r0 + 8 * sr + i;
-    if (r >= a.rows) break;
-    const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
-    float s = mine[i];
-    for (int32_t kk = in8; kk < a.in; ++kk) s = __fmaf_rn(x[kk], w[kk], s);
-    float* y = a.y + static_cast<int64_t>(r) * a.ldy + o;
-    *y = a.accumulate ? *y + s : s;
-  }
-}
-
-// The same tiles with each warp on one lane (ORDO_LANE_TILES=warps, an A/B switch until a GPU
-// run picks one): warp w sums lane w mod 8 for 32 cells of 8 × 8, so a warp's step reads one
-// k row, and its 16-byte loads are 4 or 8 distinct quads that sit side by side in the row
-// (element 8g + 4h + e of a tile row is stored at h·n/2 + 4g + e). The lane-per-thread tiles
-// read 32 distinct weight quads over 8 rows per step. The lanes of a cell then live in 8 warps:
-// they meet through shared memory, one of the cell's 8 rows per round, in the CPU's tree.
-__device__ inline int32_t split_halves(int32_t idx, int32_t n) { return ((idx >> 2) & 1) * (n / 2) + ((idx >> 3) << 2) + (idx & 3); }
-
-template <int n, int per, int threads>
-__device__ inline void stash_quads_halves(const float4 (&v)[per], float (*s)[n + lane_pad]) {
-#pragma unroll
-  for (int l = 0; l < per; ++l) {
-    int32_t row, quad;
-    quad_of<n>(static_cast<int32_t>(threadIdx.x) + threads * l, row, quad);
-    const int32_t at = split_halves(row, n);
-    s[4 * quad + 0][at] = v[l].x;
-    s[4 * quad + 1][at] = v[l].y;
-    s[4 * quad + 2][at] = v[l].z;
-    s[4 * quad + 3][at] = v[l].w;
-  }
-}
-
-template <int BM, int BN, int threads>
-__global__ void __launch_bounds__(threads, 512 / threads) matmul_lane_warps_kernel(matmul_args a) {
-  constexpr int SC = BN / 8, cells = (BM / 8) * SC;
-  static_assert(cells * 8 == threads && cells % 32 == 0, "8 lanes x cells of 8 x 8, whole warps per lane");
-  static_assert(8 * threads <= 2 * lane_bk * (BM + lane_pad), "a round's lane sums fit the x tiles");
-  constexpr int xq = BM * lane_bk / 4 / threads, wq = BN * lane_bk / 4 / threads;
-  __shared__ __align__(16) lane_tiles<BM, BN> t;
-  const int32_t warp = threadIdx.x >> 5;
-  const int32_t lane = warp & 7;
-  const int32_t cell = (warp >> 3) * 32 + (threadIdx.x & 31);
-  const int32_t sr = cell / SC, sc = cell % SC;
-  const int32_t r0 = blockIdx.y * BM, o0 = blockIdx.x * BN;
-  const int32_t in8 = a.in / 8 * 8;
-  float acc[8][8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int n = 0; n < 8; ++n) acc[i][n] = 0.0f;
-  float4 xv[xq], wv[wq];
-  fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, 0, in8);
-  fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, 0, in8);
-  stash_quads_halves<BM, xq, threads>(xv, t.x[0]);
-  stash_quads_halves<BN, wq, threads>(wv, t.w[0]);
-  __syncthreads();
-  for (int32_t k0 = 0, buf = 0; k0 < in8; k0 += lane_bk, buf ^= 1) {
-    const bool more = k0 + lane_bk < in8;
-    if (more) {
-      fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, k0 + lane_bk, in8);
-      fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, k0 + lane_bk, in8);
+      if (lane == n % 8) mine[n / 8][i] = s;
     }
 #pragma unroll
-    for (int j = 0; j < lane_bk / 8; ++j) {
-      const int32_t k = lane + 8 * j;
-      const float4 x0 = *reinterpret_cast<const float4*>(&t.x[buf][k][4 * sr]);
-      const float4 x1 = *reinterpret_cast<const float4*>(&t.x[buf][k][BM / 2 + 4 * sr]);
-      const float4 w0 = *reinterpret_cast<const float4*>(&t.w[buf][k][4 * sc]);
-      const float4 w1 = *reinterpret_cast<const float4*>(&t.w[buf][k][BN / 2 + 4 * sc]);
-      const float xr[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      const float wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  for (int h = 0; h < NC / 8; ++h) {
+    const int32_t o = o0 + NC * sc + 8 * h + lane;
+    if (o >= a.out) break;
+    const float* w = a.w + static_cast<int64_t>(o) * a.in;
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int n = 0; n < 8; ++n) acc[i][n] = __fmaf_rn(xr[i], wr[n], acc[i][n]);
+    for (int i = 0; i < 8; ++i) {
+      const int32_t r = r0 + 8 * sr + i;
+      if (r >= a.rows) break;
+      const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
+      float s = mine[h][i];
+      for (int32_t kk = in8; kk < a.in; ++kk) s = __fmaf_rn(x[kk], w[kk], s);
+      float* y = a.y + static_cast<int64_t>(r) * a.ldy + o;
+      *y = a.accumulate ? *y + s : s;
     }
-    if (more) {
-      stash_quads_halves<BM, xq, threads>(xv, t.x[buf ^ 1]);
-      stash_quads_halves<BN, wq, threads>(wv, t.w[buf ^ 1]);
-    }
-    __syncthreads();
-  }
-  // Round i: every thread leaves its lane sums of row 8·sr + i at sums[lane][cell][0..7]; thread p
-  // then adds the 8 lanes of (cell p / 8, output p % 8) in the tree, adds the tail, and stores.
-  float* sums = &t.x[0][0][0];
-  const int32_t pc = threadIdx.x >> 3, pn = threadIdx.x & 7;
-  const int32_t o = o0 + 8 * (pc % SC) + pn;
-  const float* w = a.w + static_cast<int64_t>(o < a.out ? o : 0) * a.in;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    float4* mine = reinterpret_cast<float4*>(sums + (lane * cells + cell) * 8);
-    mine[0] = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-    mine[1] = make_float4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]);
-    __syncthreads();
-    float l[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) l[j] = sums[(j * cells + pc) * 8 + pn];
-    __syncthreads();
-    const int32_t r = r0 + 8 * (pc / SC) + i;
-    if (r >= a.rows || o >= a.out) continue;
-    float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-    const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
-    for (int32_t kk = in8; kk < a.in; ++kk) s = __fmaf_rn(x[kk], w[kk], s);
-    float* y = a.y + static_cast<int64_t>(r) * a.ldy + o;
-    *y = a.accumulate ? *y + s : s;
   }
 }
 
@@ -391,14 +304,16 @@ void launch_rows(const matmul_args& a, hipStream_t stream) {
   ORDO_HIP_LAUNCHED();
 }
 
-template <int BM, int BN, int threads>
+template <int BM, int BN, int NC, int threads>
 void launch_lanes(const matmul_args& a, hipStream_t stream) {
   const dim3 grid(blocks_for(a.out, BN), (a.rows + BM - 1) / BM);
-  if (lane_warps_asked())
-    matmul_lane_warps_kernel<BM, BN, threads><<<grid, threads, 0, stream>>>(a);
-  else
-    matmul_lanes_kernel<BM, BN, threads><<<grid, threads, 0, stream>>>(a);
+  matmul_lanes_kernel<BM, BN, NC, threads><<<grid, threads, 0, stream>>>(a);
   ORDO_HIP_LAUNCHED();
+}
+
+bool wide_lane_tiles_asked() {
+  const char* v = std::getenv("ORDO_LANE_TILES");
+  return v != nullptr && std::strcmp(v, "wide") == 0;
 }
 
 // The lane tiles read rows of x and of the weights as 16-byte quads.
@@ -429,10 +344,12 @@ void matmul(const matmul_args& a, hipStream_t stream) {
     const int64_t big_blocks = static_cast<int64_t>((a.rows + 63) / 64) * ((a.out + 63) / 64);
     if (!quad_aligned(a))
       launch<16, 4, 256>(a, stream);
+    else if (big_blocks >= 256 && wide_lane_tiles_asked())
+      launch_lanes<64, 64, 16, 256>(a, stream);
     else if (big_blocks >= 256)
-      launch_lanes<64, 64, 512>(a, stream);
+      launch_lanes<64, 64, 8, 512>(a, stream);
     else
-      launch_lanes<32, 64, 256>(a, stream);
+      launch_lanes<32, 64, 8, 256>(a, stream);
   } else if (a.rows > 4)
     launch_rows<8, 32>(a, stream);
   else if (a.rows > 2)
