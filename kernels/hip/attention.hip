@@ -153,29 +153,14 @@ __global__ void __launch_bounds__(chunk_threads) attention_chunk_kernel(paged_at
     }
   }
   // The row's last chunk to finish folds them all (which block that is does not change the order).
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
   uint32_t* count_at = a.partial_counts + static_cast<int64_t>(row) * a.num_q_heads + h;
-  const int32_t chunks = (count + attention_chunk - 1) / attention_chunk;
-  if (tid == 0) last = atomicAdd(count_at, 1u) == static_cast<uint32_t>(chunks - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  // Other blocks' records: volatile reads, past this multiprocessor's L1.
+  if (!last_to_finish(count_at, (count + attention_chunk - 1) / attention_chunk)) return;
   const volatile float* recs =
       a.partials + (static_cast<int64_t>(row) * a.num_q_heads + h) * chunks_cap * (hd + 2);
-  float m = -INFINITY;
-  for (int32_t k = 0; k < chunks; ++k) m = fmaxf(m, recs[k * (hd + 2) + hd]);
   for (int32_t e = tid; e < hd; e += chunk_threads) {
-    float l = 0.0f, acc = 0.0f;
-    for (int32_t k = 0; k < chunks; ++k) {
-      const volatile float* r = recs + k * (hd + 2);
-      const float w = gpu::expf_glibc(r[hd] - m);
-      l += r[hd + 1] * w;
-      acc += r[e] * w;
-    }
-    a.out[row * a.ldo + h * hd + e] = acc / l;
+    float l = 0.0f, acc[1] = {0.0f};
+    fold_chunks<1>(recs, (count + attention_chunk - 1) / attention_chunk, hd, {e}, l, acc);
+    a.out[row * a.ldo + h * hd + e] = acc[0] / l;
   }
   if (tid == 0) *count_at = 0; // ready for the next launch (stream order)
 }

@@ -329,6 +329,38 @@ inline bool partials_fit(const paged_attention_args& a, int64_t chunks) {
   return a.partials && a.partial_counts && a.batch.max_position >= 0 && needed <= a.partials_floats;
 }
 
+// Called by every thread of a block once its chunk records are written: true in the block whose
+// count at `count_at` reaches `chunks` (the last of them to finish), after a fence that makes the
+// other blocks' records visible to it. That block folds and sets the count back to zero.
+__device__ inline bool last_to_finish(uint32_t* count_at, int32_t chunks) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(count_at, 1u) == static_cast<uint32_t>(chunks - 1);
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+// The CPU's fold of one (row, head)'s chunk records [a_c (head_dim floats), m_c, l_c]: M = the fmax
+// of the m_c, then in ascending chunk order l += l_c·e^{m_c − M} and acc[y] += a_c[e[y]]·e^{m_c − M}
+// for each element e[y] < head_dim. The records are other blocks' writes: volatile reads, past
+// this multiprocessor's L1.
+template <int E>
+__device__ inline void fold_chunks(const volatile float* recs, int32_t chunks, int32_t hd, const int32_t (&e)[E],
+                                   float& l, float (&acc)[E]) {
+  float m = -INFINITY;
+  for (int32_t k = 0; k < chunks; ++k) m = fmaxf(m, recs[k * (hd + 2) + hd]);
+  for (int32_t k = 0; k < chunks; ++k) {
+    const volatile float* r = recs + k * (hd + 2);
+    const float w = gpu::expf_glibc(r[hd] - m);
+    l += r[hd + 1] * w;
+#pragma unroll
+    for (int y = 0; y < E; ++y)
+      if (e[y] < hd) acc[y] += r[e[y]] * w;
+  }
+}
+
 // Dense attention by tiles of up to 32 rows of one request per (tile, head), sharing each staged K
 // and V row (kernels/hip/attention_tile.hip); head_dim <= attention_tile_max_head_dim.
 void attention_tiles(const paged_attention_args& a, hipStream_t stream);

@@ -271,33 +271,16 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
   }
   if (split) {
     // The tile's last chunk to finish folds every row (which block that is does not change the order).
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
     uint32_t* count_at = a.partial_counts + static_cast<int64_t>(row0) * a.num_q_heads + h;
-    const int32_t tile_chunks = (limit + attention_chunk - 1) / attention_chunk;
-    if (tid == 0) last = atomicAdd(count_at, 1u) == static_cast<uint32_t>(tile_chunks - 1);
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!last_to_finish(count_at, (limit + attention_chunk - 1) / attention_chunk)) return;
+    const int32_t e[4] = {ve, ve + 32, ve + 64, ve + 96};
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       const int32_t q = vq + 8 * x;
       if (q >= nq) continue;
-      const int32_t chunks = (sm.count[q] + attention_chunk - 1) / attention_chunk;
-      // Other blocks' records: volatile reads, past this multiprocessor's L1.
       const volatile float* recs =
           a.partials + (static_cast<int64_t>(row0 + q) * a.num_q_heads + h) * chunks_cap * (hd + 2);
-      float m = -INFINITY;
-      for (int32_t k = 0; k < chunks; ++k) m = fmaxf(m, recs[k * (hd + 2) + hd]);
-      for (int32_t k = 0; k < chunks; ++k) {
-        const volatile float* r = recs + k * (hd + 2);
-        const float w = gpu::expf_glibc(r[hd] - m);
-        l[x] += r[hd + 1] * w;
-#pragma unroll
-        for (int y = 0; y < 4; ++y)
-          if (ve + 32 * y < hd) acc[x][y] += r[ve + 32 * y] * w;
-      }
+      fold_chunks<4>(recs, (sm.count[q] + attention_chunk - 1) / attention_chunk, hd, e, l[x], acc[x]);
     }
     if (tid == 0) *count_at = 0; // ready for the next launch (stream order)
   }
