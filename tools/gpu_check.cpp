@@ -271,16 +271,11 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
 
   // matmul: odd sizes exercise the dot's tail, partial row tiles (prefill tiles of 16 rows, decode
   // tiles of 8, 4 and 1 rows) and partial output blocks. Rows of a multiple of 4 floats take the
-  // prefill lane tiles (32 rows × 64 outputs, k slices of 32; 64 × 64 from 256 blocks on, as
-  // 200 rows × 4100 outputs): `in` = dim + 12 leaves a partial slice and a tail of 4. The 200-row
-  // case runs again with ORDO_LANE_TILES=wide (16 outputs per cell, 256 threads).
+  // prefill lane tiles (32 rows × 64 outputs, k slices of 32; 64 × 64 of 16 outputs per cell from 256
+  // blocks on, as 200 rows × 4100 outputs): `in` = dim + 12 leaves a partial slice and a tail of 4.
   for (const std::pair<int32_t, bool>& ra : {std::pair<int32_t, bool>{130, false}, {37, false}, {6, false},
                                               {1, false}, {130, true}, {77, true}, {200, true}})
-  for (bool wide : {false, true})
   for (bool acc : {false, true}) {
-    if (wide && ra.first != 200) continue;
-    if (wide)
-      setenv("ORDO_LANE_TILES", "wide", 1);
     const int32_t rows = ra.first;
     const int32_t in = ra.second ? sh.dim + 12 : sh.dim + 3, out = rows == 200 ? 4100 : 301;
     const int32_t ldx = ra.second ? in + 8 : in + 5, ldy = out + 2;
@@ -289,11 +284,10 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     auto y = m.of(r.floats(size_t(rows) * ldy));
     matmul_args h{x.h, ldx, w.h, y.h, ldy, rows, in, out, acc}, d{x.d, ldx, w.d, y.d, ldy, rows, in, out, acc};
     run([&] { cpu::matmul(h); }, [&] { kt.matmul(cs, d); });
-    unsetenv("ORDO_LANE_TILES");
     verdict v;
     v.add(m, y);
     report(std::string("matmul") + (acc ? " accumulate" : "") + " rows " + std::to_string(rows) +
-               (ra.second ? " quads" : "") + (wide ? " wide" : "") + tag, v);
+               (ra.second ? " quads" : "") + tag, v);
   }
   // A row of the model's width (b1: the register path's largest) and an odd one (b1: past it).
   for (const std::pair<int32_t, int32_t>& rd : {std::pair<int32_t, int32_t>{1, sh.dim}, {33, sh.dim + 5}}) {
@@ -477,21 +471,24 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       attention_case c = make_case({{1, 0}, {1, 63}, {1, 127}, {1, 200}, {2, 330}});
       check_split(c, 8, "paged_attention split ");
     }
-    {
-      // Prefill-sized rows in tiles of 32 of one request: a prompt over three tiles, a decode
-      // row, a chunk starting mid-chunk at 150, one ending a tile early at 31. No scratch: one
-      // block folds each tile (as for positions past the model's split scratch).
+    // Prefill-sized rows in tiles of 32 of one request: a prompt over three tiles, a decode row, a
+    // chunk starting mid-chunk at 150, one ending a tile early at 31. Without scratch one block
+    // folds each tile (as for positions past the model's split scratch); with it, each (tile,
+    // head, chunk) writes its records and the tile's last chunk folds. Both in the lane tiles and
+    // in the 2 × 2 mapping (ORDO_ATTENTION_TILES=2x2).
+    for (const char* mapping : {"lanes", "2x2"}) {
+      setenv("ORDO_ATTENTION_TILES", mapping, 1);
+      const std::string name = std::string("paged_attention tiles ") + mapping + " ";
+      {
+        attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
+        run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
+        verdict vt;
+        vt.add(m, c.out);
+        report(name + to_string(dt) + tag, vt);
+      }
       attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
-      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
-      verdict vt;
-      vt.add(m, c.out);
-      report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
-    }
-    {
-      // The same tiles split into chunks (scratch given): each (tile, head, chunk) writes its
-      // records and the tile's last chunk folds.
-      attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
-      check_split(c, 300 / attention_chunk + 1, "paged_attention tiles split ");
+      check_split(c, 300 / attention_chunk + 1, name + "split ");
+      unsetenv("ORDO_ATTENTION_TILES");
     }
 
     // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.

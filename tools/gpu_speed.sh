@@ -1,13 +1,14 @@
 #!/bin/bash
 # Issue 14's speed table in one device call, from the repository root, with a bundle made by
 # `make gpu-bundle`: `gpu-bundle/speed [--quick]`. gpu_check first (every exact kernel bitwise
-# against the CPU), then dense 1b exact and bf16 (also with prefill steps of 2048 tokens, and the
-# exact matmul with ORDO_LANE_TILES=wide) against tools/torch_reference.py's CUDA-graph anchors;
-# then the matmul table, decode while saving (dense and qsa_gdn_ple), the host tier's save / load
-# against a plain copy, and ncu: one exact prefill step kernel by kernel, and the lane tiles' stall
-# reasons. Each block is bounded by a timeout; everything is also written to
-# ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since a call returns only the tail of its
-# output. --quick: decode 8 steps, and only gpu_check and the forward table.
+# against the CPU), then dense 1b exact and bf16 (also with the 2 × 2 attention tiles,
+# ORDO_ATTENTION_TILES=2x2, and with prefill steps of 2048 tokens) against
+# tools/torch_reference.py's CUDA-graph anchors, and ncu on one exact prefill step kernel by
+# kernel; then the matmul table, decode while saving (dense and qsa_gdn_ple), the host tier's
+# save / load against a plain copy, and the lane tiles' stall reasons. Each block is bounded by a
+# timeout; everything is also written to ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since
+# a call returns only the tail of its output. --quick: decode 8 steps, and stop after the step's
+# kernels.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="$here/run"
@@ -30,23 +31,29 @@ echo "gpu_check rc=$? in ${SECONDS}s"
 grep -E "FAIL|failures|PASS" "$out/gpu_check.txt" | tail -3
 echo "== ordo exact"
 forward
-echo "== ordo exact, ORDO_LANE_TILES=wide"
-ORDO_LANE_TILES=wide forward
+echo "== ordo exact, ORDO_ATTENTION_TILES=2x2"
+ORDO_ATTENTION_TILES=2x2 forward
 echo "== ordo exact, max_batch_tokens 2048"
 forward --set scheduler.max_batch_tokens=2048
 echo "== torch fp32 + CUDA graph"
 torch fp32
 echo "== ordo bf16"
 forward --set model.weight_dtype=bf16
+echo "== ordo bf16, ORDO_ATTENTION_TILES=2x2"
+ORDO_ATTENTION_TILES=2x2 forward --set model.weight_dtype=bf16
 echo "== ordo bf16, max_batch_tokens 2048"
 forward --set model.weight_dtype=bf16 --set scheduler.max_batch_tokens=2048
 echo "== torch bf16 + CUDA graph"
 torch bf16
+if command -v ncu >/dev/null; then
+  echo "== ncu: one exact prefill step of 512 tokens, kernel by kernel (ncu_forward.txt)"
+  timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel "$run" bench forward "${F[@]}" \
+    --decode-steps 1 --batch 1 >"$out/ncu_forward.txt" 2>&1
+  grep -E "^  [a-z_ ]*(<|\()|gpu__time_duration" "$out/ncu_forward.txt" | head -80
+fi
 ((quick)) && exit 0
 echo "== matmul"
 timeout 120 "$run" bench matmul "${M[@]}" --rows 1 16 512 4096
-echo "== matmul, ORDO_LANE_TILES=wide"
-ORDO_LANE_TILES=wide timeout 120 "$run" bench matmul "${M[@]}" --rows 512 4096
 echo "== decode while saving"
 timeout 150 "$run" bench forward "${F[@]}" --decode-steps 32 --batch 1 8 16 --save-chunks 1
 timeout 150 "$run" bench forward "${F[@]}" --set model.weight_dtype=bf16 --decode-steps 32 --batch 1 8 16 --save-chunks 1
@@ -57,14 +64,10 @@ for config in configs/default.toml configs/dense.toml; do
   timeout 120 "$run" bench offload --config "$config" --set model.size=1b --set device.kind=hip --chunks 32 --repeats 5
 done
 command -v ncu >/dev/null || exit 0
-echo "== ncu: one exact prefill step of 512 tokens, kernel by kernel (ncu_forward.txt)"
-timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel "$run" bench forward "${F[@]}" \
-  --decode-steps 1 --batch 1 >"$out/ncu_forward.txt" 2>&1
-grep -E "^  [a-z_ ]*(<|\()|gpu__time_duration" "$out/ncu_forward.txt" | head -80
-echo "== ncu: the lane tiles' stall reasons, 512 rows (ncu_matmul.txt)"
-for v in default wide; do
-  ORDO_LANE_TILES=$v timeout 120 ncu --section WarpStateStats --section SpeedOfLight --page raw -k regex:matmul_lanes \
-    --launch-count 1 "$run" bench matmul "${M[@]}" --rows 512 --repeats 1 >>"$out/ncu_matmul.txt" 2>&1
+echo "== ncu: the lane tiles' stall reasons, 512 and 4096 rows (ncu_matmul.txt)"
+for rows in 512 4096; do
+  timeout 120 ncu --section WarpStateStats --section SpeedOfLight --page raw -k regex:matmul_lanes \
+    --launch-count 1 "$run" bench matmul "${M[@]}" --rows "$rows" --repeats 1 >>"$out/ncu_matmul.txt" 2>&1
 done
-grep -E "matmul_lanes|gpu__time_duration.sum|issue_stalled_[a-z_]*_per_warp_active.pct|l1tex__throughput.avg.pct" \
-  "$out/ncu_matmul.txt" | awk '$NF+0 > 1 || /matmul_lanes|duration/' | head -60
+grep -E "matmul_lanes|gpu__time_duration.sum|issue_stalled_[a-z_]*_per_issue_active.ratio|l1tex__throughput.avg.pct" \
+  "$out/ncu_matmul.txt" | awk '$NF+0 > 0.2 || /matmul_lanes|duration/' | head -60

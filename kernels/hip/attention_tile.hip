@@ -15,6 +15,9 @@
 // (the same value as pass 1's) and folds them in ascending chunk order. The long tiles at a
 // prompt's end no longer hold up the launch, and no score is computed twice (1.09x the exact
 // prefill, 1.22x bf16 on the H100: BENCHMARKS.md).
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/hip/attention_core.hpp"
 #include "kernels/hip/launch.hpp"
 
@@ -37,6 +40,24 @@ struct alignas(16) tile_smem {
   float m[tile_queries];                      // pass 1: the query's max score
   float mc[tile_queries];                     // the chunk's max score per query
 };
+
+// Block blockIdx.x's tile: the requests' rows cut into tiles of tile_queries, in order (req -1:
+// past the last tile).
+__device__ inline void find_tile(const paged_attention_args& a, int32_t& req, int32_t& row0, int32_t& rows) {
+  int32_t b = blockIdx.x;
+  req = -1;
+  for (int32_t r = 0; r < a.batch.num_reqs; ++r) {
+    const int32_t start = a.batch.req_token_start[r], end = a.batch.req_token_start[r + 1];
+    const int32_t tiles = (end - start + tile_queries - 1) / tile_queries;
+    if (b < tiles) {
+      req = r;
+      row0 = start + b * tile_queries;
+      rows = end - row0 < tile_queries ? end - row0 : tile_queries;
+      return;
+    }
+    b -= tiles;
+  }
+}
 
 // The slots of positions [j0, j0 + n) of `req` (those below `limit`), by the first n threads.
 __device__ void stage_slots(const paged_attention_args& a, int32_t req, int32_t j0, int32_t n, int32_t limit,
@@ -110,21 +131,7 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
   const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
   const int32_t kvh = h / (a.num_q_heads / a.num_kv_heads);
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  if (tid == 0) { // this block's tile: the requests' rows in tiles of tile_queries, in order
-    int32_t b = blockIdx.x;
-    tile_req = -1;
-    for (int32_t r = 0; r < a.batch.num_reqs; ++r) {
-      const int32_t start = a.batch.req_token_start[r], end = a.batch.req_token_start[r + 1];
-      const int32_t tiles = (end - start + tile_queries - 1) / tile_queries;
-      if (b < tiles) {
-        tile_req = r;
-        tile_row0 = start + b * tile_queries;
-        tile_rows = end - tile_row0 < tile_queries ? end - tile_row0 : tile_queries;
-        break;
-      }
-      b -= tiles;
-    }
-  }
+  if (tid == 0) find_tile(a, tile_req, tile_row0, tile_rows);
   __syncthreads();
   const int32_t req = tile_req, row0 = tile_row0, nq = tile_rows;
   if (req < 0) return; // the same for the whole block
@@ -296,6 +303,269 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
   }
 }
 
+// ---- Lane tiles (the default; ORDO_ATTENTION_TILES=2x2 runs the kernel above, for an A/B) ----
+// The same sums as attention_tile_kernel with another thread mapping. Scores: the staged half's
+// 32 queries × 32 positions as lane sums, as the matmul's lane tiles do: thread (cell, lane) keeps
+// lane `lane` of dot8 for 4 queries × 8 positions, reading Q and K transposed in shared memory
+// (one 16-byte load of 4 queries and two of 8 positions per 32 products, where each thread of the
+// 2 × 2 mapping read 8 loads per 32), and the 8 lanes of a cell meet in dot8's tree by shuffles.
+// Sums: thread (vq, ve) keeps queries 4·vq + x and elements 4·ve + y (x, y < 4), reading 4
+// weights and 4 values per position as two 16-byte loads.
+constexpr int lane_row = tile_queries + 4; // transposed rows: 8 consecutive ones start 4 banks apart
+static_assert(tile_queries == tile_positions && tile_threads == 256, "32 × 32 halves in cells of 4 × 8");
+
+struct alignas(16) lane_smem {
+  float qt[attention_tile_max_head_dim][lane_row]; // Q transposed: qt[i][q]
+  union {
+    float kt[attention_tile_max_head_dim][lane_row]; // a staged half of K, transposed: kt[i][p]
+    float v[tile_positions][tile_row];               // a staged half of V: v[p][i]
+  } kv;
+  float st[attention_chunk][lane_row]; // the chunk's scores, then its weights: st[t][q]
+  int64_t slot[attention_chunk];
+  int32_t count[tile_queries];
+  float m[tile_queries];
+  float mc[tile_queries];
+};
+
+// dst[i][p] = value(p, i) for p < 32, i < hd. A warp reads 4 consecutive elements of 8 rows (runs
+// of 16 bytes) and its transposed stores fall at most two to a bank.
+template <class Value>
+__device__ void stage_transposed(int32_t hd, float (*dst)[lane_row], Value value) {
+  const int32_t tasks = 128 * ((hd + 15) / 16); // 32 rows × whole groups of 4 quads
+  for (int32_t t = threadIdx.x; t < tasks; t += tile_threads) {
+    const int32_t p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (i0 + c < hd) dst[i0 + c][p] = value(p, i0 + c);
+  }
+}
+
+// The scores of queries 4·cq + x (x < 4) against the staged positions 8·cp + lane, × scale, for
+// thread (cell = 4·cq + cp, lane): the lanes of dot8 side by side, its tree by shuffles, the tail.
+__device__ void lane_scores(const lane_smem& sm, int32_t hd, float scale, float (&out)[4]) {
+  const int32_t lane = threadIdx.x & 7, cell = threadIdx.x >> 3, cq = cell >> 2, cp = cell & 3;
+  float s[4][8];
+#pragma unroll
+  for (int x = 0; x < 4; ++x)
+#pragma unroll
+    for (int y = 0; y < 8; ++y) s[x][y] = 0.0f;
+  const int32_t steps = hd / 8;
+#pragma unroll 4
+  for (int32_t st = 0; st < steps; ++st) {
+    const int32_t i = 8 * st + lane;
+    const float4 q = *reinterpret_cast<const float4*>(&sm.qt[i][4 * cq]);
+    const float4 k0 = *reinterpret_cast<const float4*>(&sm.kv.kt[i][8 * cp]);
+    const float4 k1 = *reinterpret_cast<const float4*>(&sm.kv.kt[i][8 * cp + 4]);
+    const float qr[4] = {q.x, q.y, q.z, q.w};
+    const float kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+      for (int y = 0; y < 8; ++y) s[x][y] += qr[x] * kr[y];
+  }
+#pragma unroll
+  for (int y = 0; y < 8; ++y)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const float t = gpu::lane_tree8(s[x][y]);
+      if (lane == y) out[x] = t;
+    }
+  const int32_t p = 8 * cp + lane;
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {
+    float t = out[x];
+    for (int32_t i = hd / 8 * 8; i < hd; ++i) t += sm.qt[i][4 * cq + x] * sm.kv.kt[i][p];
+    out[x] = t * scale;
+  }
+}
+
+template <elem_dtype dt, bool split>
+__global__ void __launch_bounds__(tile_threads) attention_lane_tile_kernel(paged_attention_args a, int32_t chunks_cap) {
+  __shared__ lane_smem sm;
+  __shared__ int32_t tile_req, tile_row0, tile_rows;
+  const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
+  const int32_t kvh = h / (a.num_q_heads / a.num_kv_heads);
+  const int32_t row_elems = a.num_kv_heads * hd;
+  const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+  if (tid == 0) find_tile(a, tile_req, tile_row0, tile_rows);
+  __syncthreads();
+  const int32_t req = tile_req, row0 = tile_row0, nq = tile_rows;
+  if (req < 0) return; // the same for the whole block
+  stage_transposed(hd, sm.qt, [&](int32_t q, int32_t i) {
+    return q < nq ? a.q[static_cast<int64_t>(row0 + q) * a.ldq + h * hd + i] : 0.0f;
+  });
+  if (tid < tile_queries) {
+    sm.count[tid] = tid < nq ? a.batch.positions[row0 + tid] + 1 : 0;
+    sm.m[tid] = -INFINITY;
+  }
+  __syncthreads();
+  int32_t limit = 0; // the most positions any query of the tile attends
+  for (int32_t q = 0; q < nq; ++q) limit = sm.count[q] > limit ? sm.count[q] : limit;
+  const int32_t c_first = split ? static_cast<int32_t>(blockIdx.z) * attention_chunk : 0;
+  const int32_t c_end = split ? c_first + 1 : limit;
+  if (c_first >= limit) return;
+  const auto stage_k = [&](const int64_t* slot) {
+    stage_transposed(hd, sm.kv.kt, [&](int32_t p, int32_t i) {
+      const int64_t sl = slot[p];
+      return sl >= 0 ? load_kv<dt>(a.k, static_cast<size_t>(sl) * row_elems + kvh * hd + i,
+                                   kv_scale<dt>(a.k_scale, sl, a.num_kv_heads, kvh))
+                     : 0.0f;
+    });
+  };
+  const int32_t lane = tid & 7, cq = tid >> 5, cp = (tid >> 3) & 3;
+
+  // Pass 1 (one block per tile): each query's max score. Query 4·cq + x's 32 positions of a half
+  // are the 32 threads of warp cq.
+  if (!split) {
+    float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (int32_t j0 = 0; j0 < limit; j0 += tile_positions) {
+      stage_slots(a, req, j0, tile_positions, limit, sm.slot);
+      __syncthreads();
+      stage_k(sm.slot);
+      __syncthreads();
+      float s[4];
+      lane_scores(sm, hd, scale, s);
+#pragma unroll
+      for (int x = 0; x < 4; ++x)
+        if (j0 + 8 * cp + lane < sm.count[4 * cq + x]) m[x] = fmaxf(m[x], s[x]);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      for (int off = 16; off > 0; off /= 2) m[x] = fmaxf(m[x], ORDO_SHFL_XOR(m[x], off));
+      if ((tid & 31) == 0) sm.m[4 * cq + x] = m[x];
+    }
+  }
+  __syncthreads();
+
+  // Pass 2, per chunk.
+  const int32_t vq = tid >> 5, ve = tid & 31;
+  float l[4], acc[4][4];
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {
+    l[x] = 0.0f;
+#pragma unroll
+    for (int y = 0; y < 4; ++y) acc[x][y] = 0.0f;
+  }
+  for (int32_t c0 = c_first; c0 < c_end; c0 += attention_chunk) {
+    stage_slots(a, req, c0, attention_chunk, limit, sm.slot);
+    __syncthreads();
+    for (int32_t half = 0; half < 2; ++half) {
+      const int32_t j0 = c0 + half * tile_positions;
+      if (j0 < limit) {
+        stage_k(sm.slot + half * tile_positions);
+        __syncthreads();
+        float s[4];
+        lane_scores(sm, hd, scale, s);
+        const int32_t p = 8 * cp + lane;
+        float4 w;
+        w.x = j0 + p < sm.count[4 * cq + 0] ? s[0] : -INFINITY;
+        w.y = j0 + p < sm.count[4 * cq + 1] ? s[1] : -INFINITY;
+        w.z = j0 + p < sm.count[4 * cq + 2] ? s[2] : -INFINITY;
+        w.w = j0 + p < sm.count[4 * cq + 3] ? s[3] : -INFINITY;
+        *reinterpret_cast<float4*>(&sm.st[half * tile_positions + p][4 * cq]) = w;
+      } else {
+        for (int32_t e = tid; e < tile_positions * tile_queries; e += tile_threads)
+          sm.st[half * tile_positions + e / tile_queries][e % tile_queries] = -INFINITY;
+      }
+      __syncthreads();
+    }
+    // m_c per query (8 threads each, fmax), then the weights e^{s − m_c} of its entries.
+    {
+      const int32_t q = tid / 8, part = tid % 8;
+      float mc = -INFINITY;
+      for (int32_t t = part; t < attention_chunk; t += 8) mc = fmaxf(mc, sm.st[t][q]);
+      for (int off = 4; off > 0; off /= 2) mc = fmaxf(mc, ORDO_SHFL_XOR(mc, off));
+      const int32_t n = sm.count[q] - c0; // entries of this chunk the query attends
+      for (int32_t t = part; t < attention_chunk; t += 8)
+        sm.st[t][q] = t < n ? gpu::expf_glibc(sm.st[t][q] - mc) : 0.0f;
+      if (part == 0) sm.mc[q] = mc;
+    }
+    // l_c and a_c in list order, V half by half; then the fold.
+    float lc[4], ac[4][4];
+    int32_t n[4];
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      lc[x] = 0.0f;
+      n[x] = sm.count[4 * vq + x] - c0;
+#pragma unroll
+      for (int y = 0; y < 4; ++y) ac[x][y] = 0.0f;
+    }
+    for (int32_t half = 0; half < 2; ++half) {
+      const int32_t j0 = c0 + half * tile_positions;
+      if (j0 >= limit) break; // the same for the whole block
+      __syncthreads(); // the weights are written; the staged K is consumed
+      stage_rows<dt>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv.v);
+      __syncthreads();
+      for (int32_t p = 0; p < tile_positions; ++p) {
+        const int32_t t = half * tile_positions + p;
+        const float4 w4 = *reinterpret_cast<const float4*>(&sm.st[t][4 * vq]);
+        const float4 v4 = *reinterpret_cast<const float4*>(&sm.kv.v[p][4 * ve]);
+        const float w[4] = {w4.x, w4.y, w4.z, w4.w}, v[4] = {v4.x, v4.y, v4.z, v4.w};
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          if (t >= n[x]) continue;
+          lc[x] += w[x];
+#pragma unroll
+          for (int y = 0; y < 4; ++y) ac[x][y] += w[x] * v[y];
+        }
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      if (n[x] <= 0) continue;
+      const int32_t q = 4 * vq + x;
+      if (split) { // the record of (row, head, chunk): [a_c (head_dim floats), m_c, l_c]
+        float* rec = a.partials +
+                     ((static_cast<int64_t>(row0 + q) * a.num_q_heads + h) * chunks_cap + c0 / attention_chunk) * (hd + 2);
+#pragma unroll
+        for (int y = 0; y < 4; ++y)
+          if (4 * ve + y < hd) rec[4 * ve + y] = ac[x][y];
+        if (ve == 0) {
+          rec[hd] = sm.mc[q];
+          rec[hd + 1] = lc[x];
+        }
+        continue;
+      }
+      const float w = gpu::expf_glibc(sm.mc[q] - sm.m[q]);
+      l[x] += lc[x] * w;
+#pragma unroll
+      for (int y = 0; y < 4; ++y) acc[x][y] += ac[x][y] * w;
+    }
+    __syncthreads(); // sm.st and sm.kv are free for the next chunk
+  }
+  if (split) {
+    // The tile's last chunk to finish folds every row (which block that is does not change the order).
+    uint32_t* count_at = a.partial_counts + static_cast<int64_t>(row0) * a.num_q_heads + h;
+    if (!last_to_finish(count_at, (limit + attention_chunk - 1) / attention_chunk)) return;
+    const int32_t e[4] = {4 * ve, 4 * ve + 1, 4 * ve + 2, 4 * ve + 3};
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int32_t q = 4 * vq + x;
+      if (q >= nq) continue;
+      const volatile float* recs =
+          a.partials + (static_cast<int64_t>(row0 + q) * a.num_q_heads + h) * chunks_cap * (hd + 2);
+      fold_chunks<4>(recs, (sm.count[q] + attention_chunk - 1) / attention_chunk, hd, e, l[x], acc[x]);
+    }
+    if (tid == 0) *count_at = 0; // ready for the next launch (stream order)
+  }
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {
+    const int32_t q = 4 * vq + x;
+    if (q >= nq) continue;
+#pragma unroll
+    for (int y = 0; y < 4; ++y) {
+      const int32_t e = 4 * ve + y;
+      if (e < hd) a.out[static_cast<int64_t>(row0 + q) * a.ldo + h * hd + e] = acc[x][y] / l[x];
+    }
+  }
+}
+
+bool two_by_two_asked() {
+  const char* v = std::getenv("ORDO_ATTENTION_TILES");
+  return v != nullptr && std::strcmp(v, "2x2") == 0;
+}
+
 } // namespace
 
 void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
@@ -303,12 +573,19 @@ void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
   const int32_t tiles = (a.batch.num_tokens + tile_queries - 1) / tile_queries + a.batch.num_reqs;
   const int64_t chunks = split_chunks(a);
   const bool split = partials_fit(a, chunks);
+  const dim3 grid(tiles, a.num_q_heads, split ? chunks : 1);
+  const int32_t cap = split ? static_cast<int32_t>(chunks) : 0;
+  const bool two_by_two = two_by_two_asked();
   with_kv_dtype(a.dtype, [&](auto dt) {
-    if (split)
-      attention_tile_kernel<decltype(dt)::value, true>
-          <<<dim3(tiles, a.num_q_heads, chunks), tile_threads, 0, stream>>>(a, static_cast<int32_t>(chunks));
+    constexpr elem_dtype d = decltype(dt)::value;
+    if (two_by_two && split)
+      attention_tile_kernel<d, true><<<grid, tile_threads, 0, stream>>>(a, cap);
+    else if (two_by_two)
+      attention_tile_kernel<d, false><<<grid, tile_threads, 0, stream>>>(a, cap);
+    else if (split)
+      attention_lane_tile_kernel<d, true><<<grid, tile_threads, 0, stream>>>(a, cap);
     else
-      attention_tile_kernel<decltype(dt)::value, false><<<dim3(tiles, a.num_q_heads), tile_threads, 0, stream>>>(a, 0);
+      attention_lane_tile_kernel<d, false><<<grid, tile_threads, 0, stream>>>(a, cap);
   });
   ORDO_HIP_LAUNCHED();
 }

@@ -8,8 +8,6 @@
 // fused `sum = fma(x, w, sum)` as the CPU (kernels/cpu/matmul.cpp), so tiling changes the memory
 // traffic, never a bit of the result.
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 
 #include "kernels/hip/device_math.hpp"
@@ -159,9 +157,9 @@ __device__ inline void stash_quads(const float4 (&v)[per], float (*s)[n + lane_p
   }
 }
 
-// NC = 8 or 16 outputs per cell: 16 reads six quads per 128 multiply-adds instead of four per 64
-// (ORDO_LANE_TILES=wide, an A/B switch until a GPU run picks one), with 256 threads and about 180
-// registers each.
+// NC = 8 or 16 outputs per cell. The tiles are bound by shared memory (ncu on the H100: L1 85 %,
+// issue 64 %): each thread reads 64 bytes per 64 multiply-adds at NC = 8, 96 per 128 at NC = 16
+// (64 × 64 tiles of 256 threads, 213 registers; 3-5 % faster than NC = 8 with 512 threads).
 template <int BM, int BN, int NC, int threads>
 __global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1) matmul_lanes_kernel(matmul_args a) {
   constexpr int SC = BN / NC, NQ = NC / 4;
@@ -311,11 +309,6 @@ void launch_lanes(const matmul_args& a, hipStream_t stream) {
   ORDO_HIP_LAUNCHED();
 }
 
-bool wide_lane_tiles_asked() {
-  const char* v = std::getenv("ORDO_LANE_TILES");
-  return v != nullptr && std::strcmp(v, "wide") == 0;
-}
-
 // The lane tiles read rows of x and of the weights as 16-byte quads.
 bool quad_aligned(const matmul_args& a) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -334,9 +327,10 @@ void launch(const matmul_args& a, hipStream_t stream) {
 void matmul(const matmul_args& a, hipStream_t stream) {
   if (a.rows <= 0 || a.out <= 0) return;
   // Prefill: lane tiles where the rows are 16-byte aligned, else 16 rows × 128 outputs per block.
-  // Lane tiles of 64 × 64 (512 threads, one block per multiprocessor) read each operand half as
-  // often as 32 × 64, but give half the blocks: they win once there are about two blocks per
-  // multiprocessor (132 on the H100 and H200; 2048→512 at 512 rows has 64 and ran 1.6x slower).
+  // Lane tiles of 64 × 64 (16 outputs per cell, 256 threads, one block per multiprocessor) read
+  // each operand half as often as 32 × 64, but give half the blocks: they win once there are about
+  // two blocks per multiprocessor (132 on the H100 and H200; 2048→512 at 512 rows has 64 and ran
+  // 1.6x slower).
   // Decode-sized batches: 8 outputs per block, so that a batch of a few rows still spreads over
   // every multiprocessor, and at most 8 rows per block row (12 or 16 row sums per thread ran 3-7x
   // slower than tiles of 8 on the H200).
@@ -344,10 +338,8 @@ void matmul(const matmul_args& a, hipStream_t stream) {
     const int64_t big_blocks = static_cast<int64_t>((a.rows + 63) / 64) * ((a.out + 63) / 64);
     if (!quad_aligned(a))
       launch<16, 4, 256>(a, stream);
-    else if (big_blocks >= 256 && wide_lane_tiles_asked())
-      launch_lanes<64, 64, 16, 256>(a, stream);
     else if (big_blocks >= 256)
-      launch_lanes<64, 64, 8, 512>(a, stream);
+      launch_lanes<64, 64, 16, 256>(a, stream);
     else
       launch_lanes<32, 64, 8, 256>(a, stream);
   } else if (a.rows > 4)
