@@ -474,21 +474,17 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     // Prefill-sized rows in tiles of 32 of one request: a prompt over three tiles, a decode row, a
     // chunk starting mid-chunk at 150, one ending a tile early at 31. Without scratch one block
     // folds each tile (as for positions past the model's split scratch); with it, each (tile,
-    // head, chunk) writes its records and the tile's last chunk folds. Both in the lane tiles and
-    // in the 2 × 2 mapping (ORDO_ATTENTION_TILES=2x2).
-    for (const char* mapping : {"lanes", "2x2"}) {
-      setenv("ORDO_ATTENTION_TILES", mapping, 1);
-      const std::string name = std::string("paged_attention tiles ") + mapping + " ";
-      {
-        attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
-        run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
-        verdict vt;
-        vt.add(m, c.out);
-        report(name + to_string(dt) + tag, vt);
-      }
+    // head, chunk) writes its records and the tile's last chunk folds.
+    {
       attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
-      check_split(c, 300 / attention_chunk + 1, name + "split ");
-      unsetenv("ORDO_ATTENTION_TILES");
+      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
+      verdict vt;
+      vt.add(m, c.out);
+      report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
+    }
+    {
+      attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
+      check_split(c, 300 / attention_chunk + 1, "paged_attention tiles split ");
     }
 
     // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.

@@ -1,8 +1,7 @@
 #!/bin/bash
 # Issue 14's speed table in one device call, from the repository root, with a bundle made by
 # `make gpu-bundle`: `gpu-bundle/speed [--quick]`. gpu_check first (every exact kernel bitwise
-# against the CPU), then dense 1b exact and bf16 (also with the 2 × 2 attention tiles,
-# ORDO_ATTENTION_TILES=2x2, and with prefill steps of 2048 tokens) against
+# against the CPU), then dense 1b exact and bf16 (also with prefill steps of 2048 tokens) against
 # tools/torch_reference.py's CUDA-graph anchors, and ncu on one exact prefill step kernel by
 # kernel; then the matmul table, decode while saving (dense and qsa_gdn_ple), the host tier's
 # save / load against a plain copy, and the lane tiles' stall reasons. Each block is bounded by a
@@ -31,16 +30,12 @@ echo "gpu_check rc=$? in ${SECONDS}s"
 grep -E "FAIL|failures|PASS" "$out/gpu_check.txt" | tail -3
 echo "== ordo exact"
 forward
-echo "== ordo exact, ORDO_ATTENTION_TILES=2x2"
-ORDO_ATTENTION_TILES=2x2 forward
 echo "== ordo exact, max_batch_tokens 2048"
 forward --set scheduler.max_batch_tokens=2048
 echo "== torch fp32 + CUDA graph"
 torch fp32
 echo "== ordo bf16"
 forward --set model.weight_dtype=bf16
-echo "== ordo bf16, ORDO_ATTENTION_TILES=2x2"
-ORDO_ATTENTION_TILES=2x2 forward --set model.weight_dtype=bf16
 echo "== ordo bf16, max_batch_tokens 2048"
 forward --set model.weight_dtype=bf16 --set scheduler.max_batch_tokens=2048
 echo "== torch bf16 + CUDA graph"

@@ -1,23 +1,19 @@
 // Dense paged attention for prefill-sized batches: one block per (tile of up to 32 consecutive rows
-// of one request, query head). The tile's queries share each K and V row staged in shared memory,
-// where one block per (row, head) read them once per row. Each result is still the CPU's
-// (kernels/cpu/attention.cpp), bit for bit:
+// of one request, query head), or per (tile, head, chunk). The tile's queries share each K and V
+// row staged in shared memory, where one block per (row, head) read them once per row. Each
+// result is still the CPU's (kernels/cpu/attention.cpp), bit for bit:
 // - a score is the dot's 8 lanes in ascending order, summed in dot8's tree, plus the tail, × scale;
-//   one thread keeps all 8 lane sums of its scores and adds them as the shuffles do;
-// - pass 1 takes each query's max score M (fmax: order-free); pass 2 recomputes the scores chunk
-//   by chunk, takes m_c, the weights e^{s − m_c}, l_c and a_c in list order, and folds
-//   l += l_c·e^{m_c − M}, acc += a_c·e^{m_c − M} in ascending chunk order.
+// - per chunk of 64 positions: m_c, the weights e^{s − m_c}, l_c and a_c in list order, folded
+//   as l += l_c·e^{m_c − M}, acc += a_c·e^{m_c − M} in ascending chunk order, M the max score.
 // Entries past a query's own position are masked: they take no part in any max or sum.
 // Split tiles (whenever the scratch holds every row's chunks: a model sizes it for positions below
 // 512): one block per (tile, head, chunk) computes the chunk's m_c, l_c and a_c for its rows
-// once, with no pass 1, and writes them to a.partials as the decode chunks do
-// (kernels/hip/attention.hip); the tile's last chunk to finish takes M as the fmax of the m_c
-// (the same value as pass 1's) and folds them in ascending chunk order. The long tiles at a
-// prompt's end no longer hold up the launch, and no score is computed twice (1.09x the exact
-// prefill, 1.22x bf16 on the H100: BENCHMARKS.md).
-#include <cstdlib>
-#include <cstring>
-
+// once and writes them to a.partials as the decode chunks do (kernels/hip/attention.hip); the
+// tile's last chunk to finish takes M as the fmax of the m_c and folds them in ascending chunk
+// order. The long tiles at a prompt's end no longer hold up the launch, and no score is computed
+// twice (1.09x the exact prefill, 1.22x bf16 on the H100: BENCHMARKS.md). Otherwise one block
+// walks the tile's chunks twice: pass 1 takes each query's M (fmax: order-free), pass 2 sums and
+// folds.
 #include "kernels/hip/attention_core.hpp"
 #include "kernels/hip/launch.hpp"
 
@@ -31,15 +27,6 @@ static_assert(attention_chunk == 2 * tile_positions, "a chunk is two staged halv
 
 // Rows of head_dim + 4 floats: 16-byte reads, and 8 consecutive positions on distinct banks.
 constexpr int tile_row = attention_tile_max_head_dim + 4;
-struct alignas(16) tile_smem {
-  float q[tile_queries][tile_row];
-  float kv[tile_positions][tile_row];
-  float s[tile_queries][attention_chunk + 1]; // a chunk's scores, then its weights
-  int64_t slot[attention_chunk];              // the staged chunk's slots (-1: past every query)
-  int32_t count[tile_queries];                // positions each query attends (0: no query)
-  float m[tile_queries];                      // pass 1: the query's max score
-  float mc[tile_queries];                     // the chunk's max score per query
-};
 
 // Block blockIdx.x's tile: the requests' rows cut into tiles of tile_queries, in order (req -1:
 // past the last tile).
@@ -83,234 +70,13 @@ __device__ void stage_rows(const paged_attention_args& a, const void* region, co
   }
 }
 
-// The scores of queries qi and qi + 16 against staged positions pi and pi + 16, in the CPU's
-// order: all 8 lanes' sums side by side (i ascending within each), then dot8's tree and the tail.
-__device__ void tile_scores(const tile_smem& sm, int32_t hd, int32_t qi, int32_t pi, float scale, float (&out)[2][2]) {
-  float s[8][2][2];
-#pragma unroll
-  for (int l = 0; l < 8; ++l)
-#pragma unroll
-    for (int x = 0; x < 2; ++x)
-#pragma unroll
-      for (int y = 0; y < 2; ++y) s[l][x][y] = 0.0f;
-  const int32_t steps = hd / 8;
-#pragma unroll 2
-  for (int32_t st = 0; st < steps; ++st) {
-    float q[2][8], k[2][8];
-#pragma unroll
-    for (int x = 0; x < 2; ++x)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float4 qv = *reinterpret_cast<const float4*>(&sm.q[qi + 16 * x][8 * st + 4 * h]);
-        const float4 kv = *reinterpret_cast<const float4*>(&sm.kv[pi + 16 * x][8 * st + 4 * h]);
-        q[x][4 * h] = qv.x; q[x][4 * h + 1] = qv.y; q[x][4 * h + 2] = qv.z; q[x][4 * h + 3] = qv.w;
-        k[x][4 * h] = kv.x; k[x][4 * h + 1] = kv.y; k[x][4 * h + 2] = kv.z; k[x][4 * h + 3] = kv.w;
-      }
-#pragma unroll
-    for (int l = 0; l < 8; ++l)
-#pragma unroll
-      for (int x = 0; x < 2; ++x)
-#pragma unroll
-        for (int y = 0; y < 2; ++y) s[l][x][y] += q[x][l] * k[y][l];
-  }
-#pragma unroll
-  for (int x = 0; x < 2; ++x)
-#pragma unroll
-    for (int y = 0; y < 2; ++y) {
-      float t = ((s[0][x][y] + s[1][x][y]) + (s[2][x][y] + s[3][x][y])) +
-                ((s[4][x][y] + s[5][x][y]) + (s[6][x][y] + s[7][x][y]));
-      for (int32_t i = hd / 8 * 8; i < hd; ++i) t += sm.q[qi + 16 * x][i] * sm.kv[pi + 16 * y][i];
-      out[x][y] = t * scale;
-    }
-}
-
-template <elem_dtype dt, bool split>
-__global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_attention_args a, int32_t chunks_cap) {
-  __shared__ tile_smem sm;
-  __shared__ int32_t tile_req, tile_row0, tile_rows;
-  const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
-  const int32_t kvh = h / (a.num_q_heads / a.num_kv_heads);
-  const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  if (tid == 0) find_tile(a, tile_req, tile_row0, tile_rows);
-  __syncthreads();
-  const int32_t req = tile_req, row0 = tile_row0, nq = tile_rows;
-  if (req < 0) return; // the same for the whole block
-  for (int32_t e = tid; e < tile_queries * hd; e += tile_threads) {
-    const int32_t q = e / hd, i = e % hd;
-    sm.q[q][i] = q < nq ? a.q[static_cast<int64_t>(row0 + q) * a.ldq + h * hd + i] : 0.0f;
-  }
-  if (tid < tile_queries) {
-    sm.count[tid] = tid < nq ? a.batch.positions[row0 + tid] + 1 : 0;
-    sm.m[tid] = -INFINITY;
-  }
-  __syncthreads();
-  int32_t limit = 0; // the most positions any query of the tile attends
-  for (int32_t q = 0; q < nq; ++q) limit = sm.count[q] > limit ? sm.count[q] : limit;
-  // Split: this block's one chunk (none past the tile's last position: the same for the block).
-  const int32_t c_first = split ? static_cast<int32_t>(blockIdx.z) * attention_chunk : 0;
-  const int32_t c_end = split ? c_first + 1 : limit;
-  if (c_first >= limit) return;
-
-  // Pass 1: each query's max score. Thread (qi, pi): queries qi, qi + 16; positions pi, pi + 16.
-  const int32_t qi = tid / 16, pi = tid % 16;
-  if (!split) {
-    float m[2] = {-INFINITY, -INFINITY};
-    for (int32_t j0 = 0; j0 < limit; j0 += tile_positions) {
-      stage_slots(a, req, j0, tile_positions, limit, sm.slot);
-      __syncthreads();
-      stage_rows<dt>(a, a.k, a.k_scale, kvh, sm.slot, sm.kv);
-      __syncthreads();
-      float s[2][2];
-      tile_scores(sm, hd, qi, pi, scale, s);
-#pragma unroll
-      for (int x = 0; x < 2; ++x)
-#pragma unroll
-        for (int y = 0; y < 2; ++y)
-          if (j0 + pi + 16 * y < sm.count[qi + 16 * x]) m[x] = fmaxf(m[x], s[x][y]);
-      __syncthreads();
-    }
-    // The 16 threads of a query row are 16 consecutive lanes of one warp.
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      for (int off = 8; off > 0; off /= 2) m[x] = fmaxf(m[x], ORDO_SHFL_XOR(m[x], off));
-      if (pi == 0) sm.m[qi + 16 * x] = m[x];
-    }
-  }
-  __syncthreads();
-
-  // Pass 2, per chunk. Thread (vq, ve) sums queries vq + 8·x (x < 4), elements ve + 32·y (y < 4).
-  const int32_t vq = tid / 32, ve = tid % 32;
-  float l[4], acc[4][4];
-#pragma unroll
-  for (int x = 0; x < 4; ++x) {
-    l[x] = 0.0f;
-#pragma unroll
-    for (int y = 0; y < 4; ++y) acc[x][y] = 0.0f;
-  }
-  for (int32_t c0 = c_first; c0 < c_end; c0 += attention_chunk) {
-    stage_slots(a, req, c0, attention_chunk, limit, sm.slot);
-    __syncthreads();
-    for (int32_t half = 0; half < 2; ++half) {
-      const int32_t j0 = c0 + half * tile_positions;
-      if (j0 < limit) {
-        stage_rows<dt>(a, a.k, a.k_scale, kvh, sm.slot + half * tile_positions, sm.kv);
-        __syncthreads();
-        float s[2][2];
-        tile_scores(sm, hd, qi, pi, scale, s);
-#pragma unroll
-        for (int x = 0; x < 2; ++x)
-#pragma unroll
-          for (int y = 0; y < 2; ++y) {
-            const int32_t p = pi + 16 * y;
-            sm.s[qi + 16 * x][half * tile_positions + p] = j0 + p < sm.count[qi + 16 * x] ? s[x][y] : -INFINITY;
-          }
-      } else {
-        for (int32_t e = tid; e < tile_queries * tile_positions; e += tile_threads)
-          sm.s[e / tile_positions][half * tile_positions + e % tile_positions] = -INFINITY;
-      }
-      __syncthreads();
-    }
-    // m_c per query (8 threads each, fmax), then the weights e^{s − m_c} of its entries.
-    {
-      const int32_t q = tid / 8, part = tid % 8;
-      float mc = -INFINITY;
-      for (int32_t t = part; t < attention_chunk; t += 8) mc = fmaxf(mc, sm.s[q][t]);
-      for (int off = 4; off > 0; off /= 2) mc = fmaxf(mc, ORDO_SHFL_XOR(mc, off));
-      const int32_t n = sm.count[q] - c0; // entries of this chunk the query attends
-      for (int32_t t = part; t < attention_chunk; t += 8)
-        sm.s[q][t] = t < n ? gpu::expf_glibc(sm.s[q][t] - mc) : 0.0f;
-      if (part == 0) sm.mc[q] = mc;
-    }
-    // l_c and a_c in list order, V half by half; then the fold.
-    float lc[4], ac[4][4];
-#pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      lc[x] = 0.0f;
-#pragma unroll
-      for (int y = 0; y < 4; ++y) ac[x][y] = 0.0f;
-    }
-    int32_t n[4];
-#pragma unroll
-    for (int x = 0; x < 4; ++x) n[x] = sm.count[vq + 8 * x] - c0;
-    for (int32_t half = 0; half < 2; ++half) {
-      const int32_t j0 = c0 + half * tile_positions;
-      if (j0 >= limit) break; // the same for the whole block
-      __syncthreads(); // the weights are written; the staged rows are consumed
-      stage_rows<dt>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv);
-      __syncthreads();
-      for (int32_t p = 0; p < tile_positions; ++p) {
-        const int32_t t = half * tile_positions + p;
-        float v[4];
-#pragma unroll
-        for (int y = 0; y < 4; ++y) v[y] = ve + 32 * y < hd ? sm.kv[p][ve + 32 * y] : 0.0f;
-#pragma unroll
-        for (int x = 0; x < 4; ++x) {
-          if (t >= n[x]) continue;
-          const float w = sm.s[vq + 8 * x][t];
-          lc[x] += w;
-#pragma unroll
-          for (int y = 0; y < 4; ++y) ac[x][y] += w * v[y];
-        }
-      }
-    }
-#pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      if (n[x] <= 0) continue;
-      if (split) { // the record of (row, head, chunk): [a_c (head_dim floats), m_c, l_c]
-        float* rec = a.partials +
-                     ((static_cast<int64_t>(row0 + vq + 8 * x) * a.num_q_heads + h) * chunks_cap + c0 / attention_chunk) *
-                         (hd + 2);
-#pragma unroll
-        for (int y = 0; y < 4; ++y)
-          if (ve + 32 * y < hd) rec[ve + 32 * y] = ac[x][y];
-        if (ve == 0) {
-          rec[hd] = sm.mc[vq + 8 * x];
-          rec[hd + 1] = lc[x];
-        }
-        continue;
-      }
-      const float w = gpu::expf_glibc(sm.mc[vq + 8 * x] - sm.m[vq + 8 * x]);
-      l[x] += lc[x] * w;
-#pragma unroll
-      for (int y = 0; y < 4; ++y) acc[x][y] += ac[x][y] * w;
-    }
-    __syncthreads(); // sm.s and sm.kv are free for the next chunk
-  }
-  if (split) {
-    // The tile's last chunk to finish folds every row (which block that is does not change the order).
-    uint32_t* count_at = a.partial_counts + static_cast<int64_t>(row0) * a.num_q_heads + h;
-    if (!last_to_finish(count_at, (limit + attention_chunk - 1) / attention_chunk)) return;
-    const int32_t e[4] = {ve, ve + 32, ve + 64, ve + 96};
-#pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      const int32_t q = vq + 8 * x;
-      if (q >= nq) continue;
-      const volatile float* recs =
-          a.partials + (static_cast<int64_t>(row0 + q) * a.num_q_heads + h) * chunks_cap * (hd + 2);
-      fold_chunks<4>(recs, (sm.count[q] + attention_chunk - 1) / attention_chunk, hd, e, l[x], acc[x]);
-    }
-    if (tid == 0) *count_at = 0; // ready for the next launch (stream order)
-  }
-#pragma unroll
-  for (int x = 0; x < 4; ++x) {
-    const int32_t q = vq + 8 * x;
-    if (q >= nq) continue;
-#pragma unroll
-    for (int y = 0; y < 4; ++y) {
-      const int32_t e = ve + 32 * y;
-      if (e < hd) a.out[static_cast<int64_t>(row0 + q) * a.ldo + h * hd + e] = acc[x][y] / l[x];
-    }
-  }
-}
-
-// ---- Lane tiles (the default; ORDO_ATTENTION_TILES=2x2 runs the kernel above, for an A/B) ----
-// The same sums as attention_tile_kernel with another thread mapping. Scores: the staged half's
-// 32 queries × 32 positions as lane sums, as the matmul's lane tiles do: thread (cell, lane) keeps
-// lane `lane` of dot8 for 4 queries × 8 positions, reading Q and K transposed in shared memory
-// (one 16-byte load of 4 queries and two of 8 positions per 32 products, where each thread of the
-// 2 × 2 mapping read 8 loads per 32), and the 8 lanes of a cell meet in dot8's tree by shuffles.
-// Sums: thread (vq, ve) keeps queries 4·vq + x and elements 4·ve + y (x, y < 4), reading 4
-// weights and 4 values per position as two 16-byte loads.
+// Scores: the staged half's 32 queries × 32 positions as lane sums, as the matmul's lane tiles do:
+// thread (cell, lane) keeps lane `lane` of dot8 for 4 queries × 8 positions, reading Q and K
+// transposed in shared memory (one 16-byte load of 4 queries and two of 8 positions per 32
+// products), and the 8 lanes of a cell meet in dot8's tree by shuffles. Sums: thread (vq, ve)
+// keeps queries 4·vq + x and elements 4·ve + y (x, y < 4), reading 4 weights and 4 values per
+// position as two 16-byte loads. (A thread of 2 queries × 2 positions with all 8 lanes, reading
+// 8 loads per 32 products, was 4-9 % slower in bf16 prefill: BENCHMARKS.md, session 16.)
 constexpr int lane_row = tile_queries + 4; // transposed rows: 8 consecutive ones start 4 banks apart
 static_assert(tile_queries == tile_positions && tile_threads == 256, "32 × 32 halves in cells of 4 × 8");
 
@@ -380,7 +146,7 @@ __device__ void lane_scores(const lane_smem& sm, int32_t hd, float scale, float 
 }
 
 template <elem_dtype dt, bool split>
-__global__ void __launch_bounds__(tile_threads) attention_lane_tile_kernel(paged_attention_args a, int32_t chunks_cap) {
+__global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_attention_args a, int32_t chunks_cap) {
   __shared__ lane_smem sm;
   __shared__ int32_t tile_req, tile_row0, tile_rows;
   const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
@@ -561,11 +327,6 @@ __global__ void __launch_bounds__(tile_threads) attention_lane_tile_kernel(paged
   }
 }
 
-bool two_by_two_asked() {
-  const char* v = std::getenv("ORDO_ATTENTION_TILES");
-  return v != nullptr && std::strcmp(v, "2x2") == 0;
-}
-
 } // namespace
 
 void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
@@ -575,17 +336,12 @@ void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
   const bool split = partials_fit(a, chunks);
   const dim3 grid(tiles, a.num_q_heads, split ? chunks : 1);
   const int32_t cap = split ? static_cast<int32_t>(chunks) : 0;
-  const bool two_by_two = two_by_two_asked();
   with_kv_dtype(a.dtype, [&](auto dt) {
     constexpr elem_dtype d = decltype(dt)::value;
-    if (two_by_two && split)
+    if (split)
       attention_tile_kernel<d, true><<<grid, tile_threads, 0, stream>>>(a, cap);
-    else if (two_by_two)
-      attention_tile_kernel<d, false><<<grid, tile_threads, 0, stream>>>(a, cap);
-    else if (split)
-      attention_lane_tile_kernel<d, true><<<grid, tile_threads, 0, stream>>>(a, cap);
     else
-      attention_lane_tile_kernel<d, false><<<grid, tile_threads, 0, stream>>>(a, cap);
+      attention_tile_kernel<d, false><<<grid, tile_threads, 0, stream>>>(a, cap);
   });
   ORDO_HIP_LAUNCHED();
 }
