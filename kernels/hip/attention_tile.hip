@@ -282,8 +282,8 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
       if (n[x] <= 0) continue;
       const int32_t q = 4 * vq + x;
       if (split) { // the record of (row, head, chunk): [a_c (head_dim floats), m_c, l_c]
-        float* rec = a.partials +
-                     ((static_cast<int64_t>(row0 + q) * a.num_q_heads + h) * chunks_cap + c0 / attention_chunk) * (hd + 2);
+        const int64_t record = (static_cast<int64_t>(row0 + q) * a.num_q_heads + h) * chunks_cap + c0 / attention_chunk;
+        float* rec = a.partials + record * (hd + 2);
 #pragma unroll
         for (int y = 0; y < 4; ++y)
           if (4 * ve + y < hd) rec[4 * ve + y] = ac[x][y];
