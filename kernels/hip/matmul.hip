@@ -105,10 +105,9 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
 
 // Prefill tiles with one k lane per thread. A block of `threads` computes BM rows × BN outputs:
 // the low three bits of the thread index pick the lane (lane j sums k ≡ j mod 8, as in
-// kernels/cpu/dot.hpp), the other bits one (BM / 8) × (BN / 8) cell of 8 × 8 (row, output)
-// sums, so a step is an outer product of 8 x values and 8 weights read as four 16-byte shared
-// loads. The lane
-// sums meet in the CPU's tree by shuffles at the end: the order of every sum is still fixed by
+// kernels/cpu/dot.hpp), the other bits one (BM / 8) × (BN / NC) cell of 8 rows × NC outputs,
+// so a step is an outer product of 8 x values and NC weights read as 16-byte shared loads. The
+// lane sums meet in the CPU's tree by shuffles at the end: the order of every sum is still fixed by
 // `in` alone, so the result is bitwise the CPU's at any batch. Rows and weights need 16-byte
 // alignment (checked by the caller); a k slice past `in8` is zero, and fma(0, 0, s) is s since a
 // lane sum that starts at +0 is never -0.
