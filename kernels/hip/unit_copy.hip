@@ -5,6 +5,7 @@
 // in both host layouts (unit-major, segment-major) and skipping negative unit ids. A launch may
 // also sum the object checksum's terms of the host buffer from the bytes it moves.
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/hip/launch.hpp"
@@ -42,7 +43,8 @@ __device__ void add_checksum(uint64_t* total, uint64_t sum) {
 // skipped (negative) id's tasks return before touching memory, or, when the copy sums the
 // checksum, read their host bytes for it and write nothing. Every thread of the CTA calls it with
 // the same arguments.
-__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, uint32_t chunk) {
+// `streaming`: a full chunk's loads and stores ask the caches to evict their lines first.
+__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, uint32_t chunk, bool streaming) {
   const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
   const int32_t f = a.segment_major ? pair / a.num_units : pair % a.num_fields;
   const uint64_t bb = a.block_bytes[f];
@@ -74,9 +76,17 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, 
     const uint4* s = reinterpret_cast<const uint4*>(src + begin);
     uint4* d = dst ? reinterpret_cast<uint4*>(dst + begin) : nullptr;
     uint4 v[vecs_per_thread];
+    if (streaming) {
 #pragma unroll
-    for (int k = 0; k < vecs_per_thread; ++k) v[k] = s[k * threads + threadIdx.x];
-    if (dst) {
+      for (int k = 0; k < vecs_per_thread; ++k) v[k] = ORDO_LOAD_STREAMING(&s[k * threads + threadIdx.x]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < vecs_per_thread; ++k) v[k] = s[k * threads + threadIdx.x];
+    }
+    if (dst && streaming) {
+#pragma unroll
+      for (int k = 0; k < vecs_per_thread; ++k) ORDO_STORE_STREAMING(&d[k * threads + threadIdx.x], v[k]);
+    } else if (dst) {
 #pragma unroll
       for (int k = 0; k < vecs_per_thread; ++k) d[k * threads + threadIdx.x] = v[k];
     }
@@ -112,9 +122,9 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, 
 // A launch's tasks are pairs × chunks (task t: pair t / chunks, chunk t % chunks). A CTA takes
 // tasks blockIdx.x, + gridDim.x, ...: the grid is capped (copy_ctas), and a copy beside a forward
 // gets few CTAs, so its stores to host memory leave the forward's memory accesses room.
-__global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host, uint32_t chunks, uint64_t tasks) {
+__global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host, uint32_t chunks, uint64_t tasks, bool streaming) {
   for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x)
-    copy_pair(a, host, static_cast<int32_t>(t / chunks), static_cast<uint32_t>(t % chunks));
+    copy_pair(a, host, static_cast<int32_t>(t / chunks), static_cast<uint32_t>(t % chunks), streaming);
 }
 
 // Up to max_batch copies that share regions, fields, direction and pacing in one launch: the pairs
@@ -134,7 +144,7 @@ struct batch_params {
   batch_entry e[max_batch];
 };
 
-__global__ void unit_copy_batch_kernel(batch_params p, uint32_t chunks, uint64_t tasks) {
+__global__ void unit_copy_batch_kernel(batch_params p, uint32_t chunks, uint64_t tasks, bool streaming) {
   for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
     const int32_t pair = static_cast<int32_t>(t / chunks);
     int32_t k = 0;
@@ -142,7 +152,7 @@ __global__ void unit_copy_batch_kernel(batch_params p, uint32_t chunks, uint64_t
     const batch_entry& e = p.e[k];
     unit_copy_args a = p.common;
     a.unit_ids = e.unit_ids, a.num_units = e.num_units, a.checksum = e.checksum, a.segment_major = e.segment_major;
-    copy_pair(a, e.host, pair - e.first_pair, static_cast<uint32_t>(t % chunks));
+    copy_pair(a, e.host, pair - e.first_pair, static_cast<uint32_t>(t % chunks), streaming);
   }
 }
 
@@ -178,6 +188,14 @@ unsigned paced_ctas() {
   }();
   return n;
 }
+// ORDO_COPY_STREAMING=1: a copy beside a forward uses streaming loads and stores, so that its
+// 16 MB do not evict the forward's lines from L2 (an A/B switch for decode while saving).
+// Read at each launch (a few per step), so that gpu_check can run both.
+bool streaming_beside(bool beside_forward) {
+  const char* v = beside_forward ? std::getenv("ORDO_COPY_STREAMING") : nullptr;
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
   static const uint64_t full = [] {
     int device = 0, sms = 0;
@@ -200,7 +218,8 @@ void unit_copy(const unit_copy_args& a, hipStream_t stream) {
   if (a.num_units <= 0 || a.num_fields <= 0 || a.max_block_bytes == 0) return;
   const uint64_t pairs = static_cast<uint64_t>(a.num_units) * static_cast<uint64_t>(a.num_fields);
   const uint64_t chunks = checked_chunks(pairs, a.max_block_bytes), tasks = pairs * chunks;
-  unit_copy_kernel<<<copy_ctas(tasks, a.beside_forward), threads, 0, stream>>>(a, mapped(a.host), static_cast<uint32_t>(chunks), tasks);
+  unit_copy_kernel<<<copy_ctas(tasks, a.beside_forward), threads, 0, stream>>>(a, mapped(a.host), static_cast<uint32_t>(chunks),
+                                                                               tasks, streaming_beside(a.beside_forward));
   ORDO_HIP_LAUNCHED();
 }
 
@@ -221,7 +240,8 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
     }
     if (p.count == 0) continue;
     const uint64_t chunks = checked_chunks(pairs, max_block_bytes), tasks = pairs * chunks;
-    unit_copy_batch_kernel<<<copy_ctas(tasks, p.common.beside_forward), threads, 0, stream>>>(p, static_cast<uint32_t>(chunks), tasks);
+    unit_copy_batch_kernel<<<copy_ctas(tasks, p.common.beside_forward), threads, 0, stream>>>(
+        p, static_cast<uint32_t>(chunks), tasks, streaming_beside(p.common.beside_forward));
     ORDO_HIP_LAUNCHED();
   }
 }
