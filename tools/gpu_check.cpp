@@ -271,8 +271,9 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
 
   // matmul: odd sizes exercise the dot's tail, partial row tiles (prefill tiles of 16 rows, decode
   // tiles of 8, 4 and 1 rows) and partial output blocks. Rows of a multiple of 4 floats take the
-  // prefill lane tiles (32 rows × 64 outputs, k slices of 32; 64 × 64 of 16 outputs per cell from 256
-  // blocks on, as 200 rows × 4100 outputs): `in` = dim + 12 leaves a partial slice and a tail of 4.
+  // prefill lane tiles (32 rows × 64 outputs, k slices of 32; 64 × 64 of 16 outputs per cell
+  // from 256 blocks on, as 200 rows × 4100 outputs): `in` = dim + 12 leaves a partial slice and
+  // a tail of 4.
   for (const std::pair<int32_t, bool>& ra : {std::pair<int32_t, bool>{130, false}, {37, false}, {6, false},
                                               {1, false}, {130, true}, {77, true}, {200, true}})
   for (bool acc : {false, true}) {

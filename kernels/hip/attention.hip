@@ -154,12 +154,13 @@ __global__ void __launch_bounds__(chunk_threads) attention_chunk_kernel(paged_at
   }
   // The row's last chunk to finish folds them all (which block that is does not change the order).
   uint32_t* count_at = a.partial_counts + static_cast<int64_t>(row) * a.num_q_heads + h;
-  if (!last_to_finish(count_at, (count + attention_chunk - 1) / attention_chunk)) return;
+  const int32_t chunks = (count + attention_chunk - 1) / attention_chunk;
+  if (!last_to_finish(count_at, chunks)) return;
   const volatile float* recs =
       a.partials + (static_cast<int64_t>(row) * a.num_q_heads + h) * chunks_cap * (hd + 2);
   for (int32_t e = tid; e < hd; e += chunk_threads) {
     float l = 0.0f, acc[1] = {0.0f};
-    fold_chunks<1>(recs, (count + attention_chunk - 1) / attention_chunk, hd, {e}, l, acc);
+    fold_chunks<1>(recs, chunks, hd, {e}, l, acc);
     a.out[row * a.ldo + h * hd + e] = acc[0] / l;
   }
   if (tid == 0) *count_at = 0; // ready for the next launch (stream order)

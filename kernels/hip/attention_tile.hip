@@ -53,6 +53,15 @@ __device__ void stage_slots(const paged_attention_args& a, int32_t req, int32_t 
   if (t < n) slot[t] = j0 + t < limit ? slot_of(a.batch, req, j0 + t, a.block_size) : -1;
 }
 
+// Element i of head kvh's K or V row at slot `sl`, as a float (zero where sl < 0).
+template <elem_dtype dt>
+__device__ inline float kv_element(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
+                                   int64_t sl, int32_t i) {
+  if (sl < 0) return 0.0f;
+  return load_kv<dt>(region, static_cast<size_t>(sl) * a.num_kv_heads * a.head_dim + kvh * a.head_dim + i,
+                     kv_scale<dt>(scales, sl, a.num_kv_heads, kvh));
+}
+
 // Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
 template <elem_dtype dt>
 __device__ void stage_rows(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
@@ -61,12 +70,7 @@ __device__ void stage_rows(const paged_attention_args& a, const void* region, co
 #pragma unroll 8
   for (int32_t e = threadIdx.x; e < tile_positions * hd; e += tile_threads) {
     const int32_t p = e / hd, i = e % hd;
-    const int64_t sl = slot[p];
-    float v = 0.0f;
-    if (sl >= 0)
-      v = load_kv<dt>(region, static_cast<size_t>(sl) * a.num_kv_heads * hd + kvh * hd + i,
-                      kv_scale<dt>(scales, sl, a.num_kv_heads, kvh));
-    dst[p][i] = v;
+    dst[p][i] = kv_element<dt>(a, region, scales, kvh, slot[p], i);
   }
 }
 
@@ -151,7 +155,6 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
   __shared__ int32_t tile_req, tile_row0, tile_rows;
   const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
   const int32_t kvh = h / (a.num_q_heads / a.num_kv_heads);
-  const int32_t row_elems = a.num_kv_heads * hd;
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
   if (tid == 0) find_tile(a, tile_req, tile_row0, tile_rows);
   __syncthreads();
@@ -171,12 +174,8 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
   const int32_t c_end = split ? c_first + 1 : limit;
   if (c_first >= limit) return;
   const auto stage_k = [&](const int64_t* slot) {
-    stage_transposed(hd, sm.kv.kt, [&](int32_t p, int32_t i) {
-      const int64_t sl = slot[p];
-      return sl >= 0 ? load_kv<dt>(a.k, static_cast<size_t>(sl) * row_elems + kvh * hd + i,
-                                   kv_scale<dt>(a.k_scale, sl, a.num_kv_heads, kvh))
-                     : 0.0f;
-    });
+    stage_transposed(hd, sm.kv.kt,
+                     [&](int32_t p, int32_t i) { return kv_element<dt>(a, a.k, a.k_scale, kvh, slot[p], i); });
   };
   const int32_t lane = tid & 7, cq = tid >> 5, cp = (tid >> 3) & 3;
 

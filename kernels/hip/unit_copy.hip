@@ -37,6 +37,15 @@ __device__ void add_checksum(uint64_t* total, uint64_t sum) {
   if (threadIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(total), static_cast<unsigned long long>(red[0]));
 }
 
+// A 16-byte load or store, evict-first when `streaming`.
+__device__ inline uint4 load_vec(const uint4* p, bool streaming) { return streaming ? ORDO_LOAD_STREAMING(p) : *p; }
+__device__ inline void store_vec(uint4* p, const uint4& v, bool streaming) {
+  if (streaming)
+    ORDO_STORE_STREAMING(p, v);
+  else
+    *p = v;
+}
+
 // One task of copy `a`: (unit index i, field f) pair `pair`, the 16 KiB chunk `chunk` of its field
 // block. Pairs are numbered in host order (unit-major: i then f; segment-major: f then i) and a
 // pair's chunks are consecutive tasks, so neighbouring tasks touch neighbouring host bytes. A
@@ -76,19 +85,11 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, 
     const uint4* s = reinterpret_cast<const uint4*>(src + begin);
     uint4* d = dst ? reinterpret_cast<uint4*>(dst + begin) : nullptr;
     uint4 v[vecs_per_thread];
-    if (streaming) {
 #pragma unroll
-      for (int k = 0; k < vecs_per_thread; ++k) v[k] = ORDO_LOAD_STREAMING(&s[k * threads + threadIdx.x]);
-    } else {
+    for (int k = 0; k < vecs_per_thread; ++k) v[k] = load_vec(&s[k * threads + threadIdx.x], streaming);
+    if (dst) {
 #pragma unroll
-      for (int k = 0; k < vecs_per_thread; ++k) v[k] = s[k * threads + threadIdx.x];
-    }
-    if (dst && streaming) {
-#pragma unroll
-      for (int k = 0; k < vecs_per_thread; ++k) ORDO_STORE_STREAMING(&d[k * threads + threadIdx.x], v[k]);
-    } else if (dst) {
-#pragma unroll
-      for (int k = 0; k < vecs_per_thread; ++k) d[k * threads + threadIdx.x] = v[k];
+      for (int k = 0; k < vecs_per_thread; ++k) store_vec(&d[k * threads + threadIdx.x], v[k], streaming);
     }
     if (a.checksum) {
 #pragma unroll
