@@ -11,10 +11,6 @@
 // HIP's shuffles take no mask; the project always shuffles whole warps.
 #define ORDO_SHFL_XOR(v, m) __shfl_xor((v), (m))
 #define ORDO_DEVICE_TRAP() abort()
-// Loads and stores that ask the caches to evict the line first: plain ones here (this HIP's vector
-// types are structs, which the nontemporal builtins do not take).
-#define ORDO_LOAD_STREAMING(p) (*(p))
-#define ORDO_STORE_STREAMING(p, v) (*(p) = (v))
 // gfx90a's matrix cores have no TF32 operands: device.matmul = "tf32" is refused on AMD.
 #define ORDO_HAS_TF32_MMA 0
 // The bf16 kernel (kernels/hip/matmul_bf16.hip) is written against the WMMA API, which HIP on
@@ -26,9 +22,6 @@
 #define ORDO_WARP_SIZE 32
 #define ORDO_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
 #define ORDO_DEVICE_TRAP() __trap()
-// Loads and stores that ask the caches to evict the line first (ld.global.cs / st.global.cs).
-#define ORDO_LOAD_STREAMING(p) __ldcs(p)
-#define ORDO_STORE_STREAMING(p, v) __stcs((p), (v))
 // Hopper's tensor cores through the WMMA API: 16×16×8 TF32 tiles with fp32 accumulators,
 // and 16×16×16 bf16 tiles (model.weight_dtype = "bf16").
 #include <cuda_bf16.h>

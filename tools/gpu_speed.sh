@@ -3,11 +3,11 @@
 # `make gpu-bundle`: `gpu-bundle/speed [--quick]`. gpu_check first (every exact kernel bitwise
 # against the CPU), then dense 1b exact and bf16 (also with prefill steps of 2048 tokens) against
 # tools/torch_reference.py's CUDA-graph anchors, and ncu on one exact prefill step kernel by
-# kernel; then the matmul table, decode while saving (dense and qsa_gdn_ple; dense also with
-# ORDO_COPY_STREAMING=1), the host tier's save / load against a plain copy, and the lane tiles'
-# stall reasons. Each block is bounded by a timeout; everything is also written to
-# ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since a call returns only the tail of its
-# output. --quick: decode 8 steps, and stop after the step's kernels.
+# kernel; then the matmul table, decode while saving (dense and qsa_gdn_ple), the host tier's
+# save / load against a plain copy, and the lane tiles' stall reasons. Each block is bounded by a
+# timeout; everything is also written to ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since
+# a call returns only the tail of its output. --quick: decode 8 steps, and stop after the step's
+# kernels.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="$here/run"
@@ -52,11 +52,6 @@ timeout 120 "$run" bench matmul "${M[@]}" --rows 1 16 512 4096
 echo "== decode while saving"
 timeout 150 "$run" bench forward "${F[@]}" --decode-steps 32 --batch 1 8 16 --save-chunks 1
 timeout 150 "$run" bench forward "${F[@]}" --set model.weight_dtype=bf16 --decode-steps 32 --batch 1 8 16 --save-chunks 1
-echo "== decode while saving, ORDO_COPY_STREAMING=1 (streaming loads and stores in the paced copy)"
-for dtype in fp32 bf16; do
-  ORDO_COPY_STREAMING=1 timeout 150 "$run" bench forward "${F[@]}" --set model.weight_dtype=$dtype --decode-steps 32 \
-    --batch 1 8 --save-chunks 1
-done
 timeout 150 "$run" bench forward --config configs/default.toml --set model.size=1b --set device.kind=hip \
   --set cache.num_blocks=1024 --prompt-tokens 512 --decode-steps 32 --batch 1 8 --save-chunks 2
 echo "== host tier"

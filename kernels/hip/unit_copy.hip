@@ -5,7 +5,6 @@
 // in both host layouts (unit-major, segment-major) and skipping negative unit ids. A launch may
 // also sum the object checksum's terms of the host buffer from the bytes it moves.
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 
 #include "kernels/hip/launch.hpp"
@@ -37,23 +36,13 @@ __device__ void add_checksum(uint64_t* total, uint64_t sum) {
   if (threadIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(total), static_cast<unsigned long long>(red[0]));
 }
 
-// A 16-byte load or store, evict-first when `streaming`.
-__device__ inline uint4 load_vec(const uint4* p, bool streaming) { return streaming ? ORDO_LOAD_STREAMING(p) : *p; }
-__device__ inline void store_vec(uint4* p, const uint4& v, bool streaming) {
-  if (streaming)
-    ORDO_STORE_STREAMING(p, v);
-  else
-    *p = v;
-}
-
 // One task of copy `a`: (unit index i, field f) pair `pair`, the 16 KiB chunk `chunk` of its field
 // block. Pairs are numbered in host order (unit-major: i then f; segment-major: f then i) and a
 // pair's chunks are consecutive tasks, so neighbouring tasks touch neighbouring host bytes. A
 // skipped (negative) id's tasks return before touching memory, or, when the copy sums the
 // checksum, read their host bytes for it and write nothing. Every thread of the CTA calls it with
 // the same arguments.
-// `streaming`: a full chunk's loads and stores ask the caches to evict their lines first.
-__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, uint32_t chunk, bool streaming) {
+__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, uint32_t chunk) {
   const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
   const int32_t f = a.segment_major ? pair / a.num_units : pair % a.num_fields;
   const uint64_t bb = a.block_bytes[f];
@@ -86,10 +75,10 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, 
     uint4* d = dst ? reinterpret_cast<uint4*>(dst + begin) : nullptr;
     uint4 v[vecs_per_thread];
 #pragma unroll
-    for (int k = 0; k < vecs_per_thread; ++k) v[k] = load_vec(&s[k * threads + threadIdx.x], streaming);
+    for (int k = 0; k < vecs_per_thread; ++k) v[k] = s[k * threads + threadIdx.x];
     if (dst) {
 #pragma unroll
-      for (int k = 0; k < vecs_per_thread; ++k) store_vec(&d[k * threads + threadIdx.x], v[k], streaming);
+      for (int k = 0; k < vecs_per_thread; ++k) d[k * threads + threadIdx.x] = v[k];
     }
     if (a.checksum) {
 #pragma unroll
@@ -123,9 +112,9 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, 
 // A launch's tasks are pairs × chunks (task t: pair t / chunks, chunk t % chunks). A CTA takes
 // tasks blockIdx.x, + gridDim.x, ...: the grid is capped (copy_ctas), and a copy beside a forward
 // gets few CTAs, so its stores to host memory leave the forward's memory accesses room.
-__global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host, uint32_t chunks, uint64_t tasks, bool streaming) {
+__global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host, uint32_t chunks, uint64_t tasks) {
   for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x)
-    copy_pair(a, host, static_cast<int32_t>(t / chunks), static_cast<uint32_t>(t % chunks), streaming);
+    copy_pair(a, host, static_cast<int32_t>(t / chunks), static_cast<uint32_t>(t % chunks));
 }
 
 // Up to max_batch copies that share regions, fields, direction and pacing in one launch: the pairs
@@ -145,7 +134,7 @@ struct batch_params {
   batch_entry e[max_batch];
 };
 
-__global__ void unit_copy_batch_kernel(batch_params p, uint32_t chunks, uint64_t tasks, bool streaming) {
+__global__ void unit_copy_batch_kernel(batch_params p, uint32_t chunks, uint64_t tasks) {
   for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
     const int32_t pair = static_cast<int32_t>(t / chunks);
     int32_t k = 0;
@@ -153,7 +142,7 @@ __global__ void unit_copy_batch_kernel(batch_params p, uint32_t chunks, uint64_t
     const batch_entry& e = p.e[k];
     unit_copy_args a = p.common;
     a.unit_ids = e.unit_ids, a.num_units = e.num_units, a.checksum = e.checksum, a.segment_major = e.segment_major;
-    copy_pair(a, e.host, pair - e.first_pair, static_cast<uint32_t>(t % chunks), streaming);
+    copy_pair(a, e.host, pair - e.first_pair, static_cast<uint32_t>(t % chunks));
   }
 }
 
@@ -189,14 +178,6 @@ unsigned paced_ctas() {
   }();
   return n;
 }
-// ORDO_COPY_STREAMING=1: a copy beside a forward uses streaming loads and stores, so that its
-// 16 MB do not evict the forward's lines from L2 (an A/B switch for decode while saving).
-// Read at each launch (a few per step), so that gpu_check can run both.
-bool streaming_beside(bool beside_forward) {
-  const char* v = beside_forward ? std::getenv("ORDO_COPY_STREAMING") : nullptr;
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
 unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
   static const uint64_t full = [] {
     int device = 0, sms = 0;
@@ -219,8 +200,7 @@ void unit_copy(const unit_copy_args& a, hipStream_t stream) {
   if (a.num_units <= 0 || a.num_fields <= 0 || a.max_block_bytes == 0) return;
   const uint64_t pairs = static_cast<uint64_t>(a.num_units) * static_cast<uint64_t>(a.num_fields);
   const uint64_t chunks = checked_chunks(pairs, a.max_block_bytes), tasks = pairs * chunks;
-  unit_copy_kernel<<<copy_ctas(tasks, a.beside_forward), threads, 0, stream>>>(a, mapped(a.host), static_cast<uint32_t>(chunks),
-                                                                               tasks, streaming_beside(a.beside_forward));
+  unit_copy_kernel<<<copy_ctas(tasks, a.beside_forward), threads, 0, stream>>>(a, mapped(a.host), static_cast<uint32_t>(chunks), tasks);
   ORDO_HIP_LAUNCHED();
 }
 
@@ -241,8 +221,7 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
     }
     if (p.count == 0) continue;
     const uint64_t chunks = checked_chunks(pairs, max_block_bytes), tasks = pairs * chunks;
-    unit_copy_batch_kernel<<<copy_ctas(tasks, p.common.beside_forward), threads, 0, stream>>>(
-        p, static_cast<uint32_t>(chunks), tasks, streaming_beside(p.common.beside_forward));
+    unit_copy_batch_kernel<<<copy_ctas(tasks, p.common.beside_forward), threads, 0, stream>>>(p, static_cast<uint32_t>(chunks), tasks);
     ORDO_HIP_LAUNCHED();
   }
 }
