@@ -235,6 +235,7 @@ struct unit_copy_args {
   uint8_t* host = nullptr;               // [num_units × unit_bytes]
   int32_t num_fields = 0, num_units = 0;
   uint64_t max_block_bytes = 0;          // max of block_bytes (sizes the launch grid)
+  uint64_t unit_bytes = 0;               // sum of block_bytes: the host buffer is num_units × this
   unit_copy_direction direction = unit_copy_direction::gather;
   bool segment_major = false;            // host layout: see above
   // Optional (device memory): the kernel adds to *checksum (mod 2^64) the word terms

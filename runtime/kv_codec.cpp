@@ -56,6 +56,7 @@ unit_copy_args chunk_copy_args(const unit_copy_fields& fields, const int32_t* un
   a.num_fields = fields.num_fields();
   a.num_units = num_units;
   a.max_block_bytes = fields.max_block_bytes();
+  a.unit_bytes = fields.unit_bytes();
   a.direction = dir;
   a.segment_major = segment_major;
   return a;

@@ -349,6 +349,10 @@ int run_bench_forward(const bench_forward_options& o) {
       // Decode while saves run: the decode steps again, every other step saving chunks.
       std::optional<std::pair<phase_result, phase_result>> saves;
       if (o.save_chunks > 0) {
+        // One untimed step with saves first: a device's first save may set up buffers.
+        step_plan first = decode_plan(w, 0, last_token, 1900000);
+        rotation.add(first, w, 0);
+        run_step(exec, first);
         saves = run_decode_interleaved(exec, w, last_token, rotation, save_rounds);
         dev->synchronize();
       }

@@ -5,7 +5,10 @@
 // in both host layouts (unit-major, segment-major) and skipping negative unit ids. A launch may
 // also sum the object checksum's terms of the host buffer from the bytes it moves.
 #include <cstdlib>
+#include <mutex>
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
 
 #include "kernels/hip/launch.hpp"
 #include "kernels/hip/paging.hpp" // ORDO_HIP_LAUNCHED
@@ -41,15 +44,17 @@ __device__ void add_checksum(uint64_t* total, uint64_t sum) {
 // pair's chunks are consecutive tasks, so neighbouring tasks touch neighbouring host bytes. A
 // skipped (negative) id's tasks return before touching memory, or, when the copy sums the
 // checksum, read their host bytes for it and write nothing. Every thread of the CTA calls it with
-// the same arguments.
-__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, uint32_t chunk) {
+// the same arguments. A staged gather (`staged`: device memory laid out like the host buffer)
+// writes there instead of to `host`, and copies a skipped entry's host bytes there too, so that
+// the copy engine's transfer of the whole staged buffer leaves them as they were.
+__device__ void copy_pair(const unit_copy_args& a, uint8_t* host, uint8_t* staged, int32_t pair, uint32_t chunk) {
   const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
   const int32_t f = a.segment_major ? pair / a.num_units : pair % a.num_fields;
   const uint64_t bb = a.block_bytes[f];
   const uint64_t begin = uint64_t{chunk} * chunk_bytes;
   if (begin >= bb) return;
   const int32_t u = a.unit_ids[i];
-  if (u < 0 && !a.checksum) return; // skipped entry
+  if (u < 0 && !a.checksum && !staged) return; // skipped entry
   if (a.checksum && (bb & 7)) kernel_fail("unit_copy: a checksummed field block is not a multiple of 8 bytes", bb);
   const uint64_t end = begin + chunk_bytes < bb ? begin + chunk_bytes : bb;
   uint64_t unit_bytes = 0, before = 0; // before: sum of block_bytes of the fields before f
@@ -65,7 +70,9 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, 
   uint8_t* arena = u < 0 ? nullptr : a.regions[f] + static_cast<uint64_t>(u) * bb;
   const bool gather = a.direction == unit_copy_direction::gather;
   const uint8_t* src = gather && arena ? arena : hbuf;
-  uint8_t* dst = arena ? (gather ? hbuf : arena) : nullptr; // null: read for the checksum only
+  uint8_t* out = staged ? staged + host_offset : hbuf; // where a gather writes
+  // null: read for the checksum only
+  uint8_t* dst = arena ? (gather ? out : arena) : (staged ? out : nullptr);
   const bool aligned = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0;
   const uint64_t at = host_offset + begin; // host offset of src[begin]
   uint64_t sum = 0;
@@ -114,7 +121,7 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, int32_t pair, 
 // gets few CTAs, so its stores to host memory leave the forward's memory accesses room.
 __global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host, uint32_t chunks, uint64_t tasks) {
   for (uint64_t t = blockIdx.x; t < tasks; t += gridDim.x)
-    copy_pair(a, host, static_cast<int32_t>(t / chunks), static_cast<uint32_t>(t % chunks));
+    copy_pair(a, host, nullptr, static_cast<int32_t>(t / chunks), static_cast<uint32_t>(t % chunks));
 }
 
 // Up to max_batch copies that share regions, fields, direction and pacing in one launch: the pairs
@@ -123,7 +130,8 @@ __global__ void unit_copy_kernel(unit_copy_args a, uint8_t* host, uint32_t chunk
 constexpr int max_batch = 32;
 struct batch_entry {
   const int32_t* unit_ids;
-  uint8_t* host; // mapped
+  uint8_t* host;   // mapped
+  uint8_t* staged; // a staged gather's device buffer, else null
   uint64_t* checksum;
   int32_t num_units, first_pair;
   bool segment_major;
@@ -142,7 +150,7 @@ __global__ void unit_copy_batch_kernel(batch_params p, uint32_t chunks, uint64_t
     const batch_entry& e = p.e[k];
     unit_copy_args a = p.common;
     a.unit_ids = e.unit_ids, a.num_units = e.num_units, a.checksum = e.checksum, a.segment_major = e.segment_major;
-    copy_pair(a, e.host, pair - e.first_pair, static_cast<uint32_t>(t % chunks));
+    copy_pair(a, e.host, e.staged, pair - e.first_pair, static_cast<uint32_t>(t % chunks));
   }
 }
 
@@ -189,9 +197,42 @@ unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
   return static_cast<unsigned>(tasks < cap ? tasks : cap);
 }
 
+// ORDO_SAVE_STAGING (an A/B switch, tools/gpu_speed.sh): a save beside a forward gathers into
+// device memory and the copy engine moves the result to the host, so no CTA waits on stores
+// crossing the link. `full`: the gather takes the whole capped grid (a short burst); `paced`:
+// paced_ctas CTAs; unset: the kernel stores to the mapped host buffer itself.
+enum class staging_mode { off, full, paced };
+staging_mode save_staging() {
+  const char* v = std::getenv("ORDO_SAVE_STAGING");
+  const std::string mode = v != nullptr ? v : "";
+  return mode == "full" ? staging_mode::full : mode == "paced" ? staging_mode::paced : staging_mode::off;
+}
+
+// A stream's staging buffer for staged gathers, grown to the largest launch. Only that stream's
+// launches and copies use it, in stream order, so growing it waits for the stream alone.
+constexpr uint64_t max_staged_bytes = uint64_t{1} << 30; // larger launches store to the host directly
+uint8_t* staging_for(hipStream_t stream, uint64_t bytes) {
+  struct buffer {
+    uint8_t* p = nullptr;
+    uint64_t bytes = 0;
+  };
+  static std::mutex mu;
+  static std::unordered_map<hipStream_t, buffer> buffers;
+  std::lock_guard<std::mutex> lock(mu);
+  buffer& b = buffers[stream];
+  if (b.bytes < bytes) {
+    ORDO_HIP_CHECK(hipStreamSynchronize(stream));
+    if (b.p != nullptr) ORDO_HIP_CHECK(hipFree(b.p));
+    void* p = nullptr;
+    ORDO_HIP_CHECK(hipMalloc(&p, bytes));
+    b.p = static_cast<uint8_t*>(p), b.bytes = bytes;
+  }
+  return b.p;
+}
+
 bool same_launch(const unit_copy_args& a, const unit_copy_args& b) {
   return a.regions == b.regions && a.block_bytes == b.block_bytes && a.num_fields == b.num_fields &&
-         a.direction == b.direction && a.beside_forward == b.beside_forward;
+         a.direction == b.direction && a.beside_forward == b.beside_forward && a.unit_bytes == b.unit_bytes;
 }
 
 } // namespace
@@ -209,9 +250,11 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
   while (i < n) {
     batch_params p{};
     p.common = a[i];
+    uint8_t* hosts[max_batch] = {}; // the copies' host pointers, for the copy engine
     uint64_t pairs = 0, max_block_bytes = 0;
     for (; i < n && p.count < max_batch && same_launch(a[i], p.common); ++i) {
       if (a[i].num_units <= 0 || a[i].num_fields <= 0 || a[i].max_block_bytes == 0) continue; // nothing to move
+      hosts[p.count] = a[i].host;
       batch_entry& e = p.e[p.count++];
       e.unit_ids = a[i].unit_ids, e.host = mapped(a[i].host), e.checksum = a[i].checksum;
       e.num_units = a[i].num_units, e.first_pair = static_cast<int32_t>(pairs);
@@ -221,8 +264,25 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
     }
     if (p.count == 0) continue;
     const uint64_t chunks = checked_chunks(pairs, max_block_bytes), tasks = pairs * chunks;
-    unit_copy_batch_kernel<<<copy_ctas(tasks, p.common.beside_forward), threads, 0, stream>>>(p, static_cast<uint32_t>(chunks), tasks);
+    // A staged gather: each copy's host bytes at its offset in the stream's staging buffer.
+    const staging_mode staging = p.common.direction == unit_copy_direction::gather && p.common.beside_forward
+                                     ? save_staging()
+                                     : staging_mode::off;
+    uint64_t staged_bytes = 0;
+    for (int32_t k = 0; k < p.count; ++k) staged_bytes += static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes;
+    const bool staged = staging != staging_mode::off && p.common.unit_bytes > 0 && staged_bytes <= max_staged_bytes;
+    if (staged) {
+      uint8_t* buf = staging_for(stream, staged_bytes);
+      for (int32_t k = 0, at = 0; k < p.count; at += p.e[k].num_units, ++k)
+        p.e[k].staged = buf + static_cast<uint64_t>(at) * p.common.unit_bytes;
+    }
+    const unsigned ctas = copy_ctas(tasks, p.common.beside_forward && !(staged && staging == staging_mode::full));
+    unit_copy_batch_kernel<<<ctas, threads, 0, stream>>>(p, static_cast<uint32_t>(chunks), tasks);
     ORDO_HIP_LAUNCHED();
+    if (staged)
+      for (int32_t k = 0; k < p.count; ++k)
+        ORDO_HIP_CHECK(hipMemcpyAsync(hosts[k], p.e[k].staged, static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes,
+                                      hipMemcpyDeviceToHost, stream));
   }
 }
 
