@@ -243,9 +243,11 @@ struct unit_copy_args {
   // byte offset / 8: the bytes it moves, and a skipped entry's host bytes as they are. Every field's
   // block_bytes must then be a multiple of 8.
   uint64_t* checksum = nullptr;
-  // The copy runs beside a step's forward (a save of units the step leaves alone). A GPU then paces
-  // it with a few CTAs: at the link's full rate the kernel's stores to host memory stall the
-  // forward's own memory accesses (BENCHMARKS.md, "Decode while saves run").
+  // The copy runs beside a step's forward (a save of units the step leaves alone). A GPU then
+  // gathers it into a device buffer and lets the copy engine move it to the host (with unit_bytes
+  // set; otherwise it paces the kernel with a few CTAs): at the link's full rate the kernel's
+  // stores to host memory stall the forward's own memory accesses (BENCHMARKS.md, "Decode while
+  // saves run").
   bool beside_forward = false;
 };
 

@@ -276,24 +276,19 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
   // a tail of 4.
   for (const std::pair<int32_t, bool>& ra : {std::pair<int32_t, bool>{130, false}, {37, false}, {6, false},
                                               {1, false}, {130, true}, {77, true}, {200, true}})
-  for (bool acc : {false, true})
-  for (const char* tiles : {"wide", "wide64", "wide_pipe", "half"}) {
-    // The wide tiles in each ORDO_LANE_TILES shape (kernels/hip/matmul.hip), the same bits.
+  for (bool acc : {false, true}) {
     const int32_t rows = ra.first;
-    if (rows != 200 && std::string(tiles) != "wide") continue;
     const int32_t in = ra.second ? sh.dim + 12 : sh.dim + 3, out = rows == 200 ? 4100 : 301;
     const int32_t ldx = ra.second ? in + 8 : in + 5, ldy = out + 2;
     auto x = m.of(r.floats(size_t(rows) * ldx));
     auto w = m.of(r.floats(size_t(out) * in));
     auto y = m.of(r.floats(size_t(rows) * ldy));
     matmul_args h{x.h, ldx, w.h, y.h, ldy, rows, in, out, acc}, d{x.d, ldx, w.d, y.d, ldy, rows, in, out, acc};
-    setenv("ORDO_LANE_TILES", tiles, 1);
     run([&] { cpu::matmul(h); }, [&] { kt.matmul(cs, d); });
-    unsetenv("ORDO_LANE_TILES");
     verdict v;
     v.add(m, y);
     report(std::string("matmul") + (acc ? " accumulate" : "") + " rows " + std::to_string(rows) +
-               (ra.second ? " quads" : "") + (rows == 200 ? std::string(" ") + tiles : "") + tag, v);
+               (ra.second ? " quads" : "") + tag, v);
   }
   // A row of the model's width (b1: the register path's largest) and an odd one (b1: past it).
   for (const std::pair<int32_t, int32_t>& rd : {std::pair<int32_t, int32_t>{1, sh.dim}, {33, sh.dim + 5}}) {
@@ -695,7 +690,7 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     std::vector<uint8_t> host_cpu(host_bytes, 0x5a);
     auto* pinned = static_cast<uint8_t*>(gpu.alloc_host_pinned(host_bytes));
     std::memset(pinned, 0x5a, host_bytes);
-    const auto batch = [&](bool device, unit_copy_direction dir, const mirror::pair<uint64_t>& sums) {
+    const auto batch = [&](bool device, unit_copy_direction dir, const mirror::pair<uint64_t>& sums, bool staged) {
       std::vector<unit_copy_args> out;
       for (size_t k = 0; k < specs.size(); ++k) {
         unit_copy_args a;
@@ -705,36 +700,37 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
         a.unit_ids = (device ? ids.d : ids.h) + first_id[k];
         a.host = (device ? pinned : host_cpu.data()) + host_at[k];
         a.num_fields = static_cast<int32_t>(bb.size()), a.num_units = static_cast<int32_t>(specs[k].ids.size());
-        a.max_block_bytes = 65536, a.unit_bytes = unit_bytes, a.direction = dir;
+        a.max_block_bytes = 65536, a.unit_bytes = staged ? unit_bytes : 0, a.direction = dir;
         a.segment_major = specs[k].segment_major;
         a.checksum = specs[k].summed ? (device ? sums.d : sums.h) + k : nullptr;
-        a.beside_forward = gather; // the gather paced as a save beside a forward (few CTAs, each looping)
+        a.beside_forward = gather; // a save beside a forward: staged, or paced (few CTAs, each looping)
         out.push_back(a);
       }
       return out;
     };
     const auto gather = unit_copy_direction::gather, scatter = unit_copy_direction::scatter;
-    // Each ORDO_SAVE_STAGING mode (kernels/hip/unit_copy.hip), from fresh host bytes and sums.
-    for (const char* staging : {"", "full", "paced"}) {
+    // The gather beside a forward staged in device memory (unit_bytes set), and paced without
+    // staging (unit_bytes unknown), each from fresh host bytes and sums (kernels/hip/unit_copy.hip).
+    for (bool staged : {true, false}) {
       std::memset(pinned, 0x5a, host_bytes);
       std::fill(host_cpu.begin(), host_cpu.end(), uint8_t{0x5a});
       std::fill(sums_g.h, sums_g.h + specs.size(), uint64_t{0});
       gpu.copy_async(stream_kind::save, sums_g.d, sums_g.h, specs.size() * sizeof(uint64_t));
       gpu.synchronize();
-      const std::vector<unit_copy_args> gather_cpu = batch(false, gather, sums_g), gather_gpu = batch(true, gather, sums_g);
-      setenv("ORDO_SAVE_STAGING", staging, 1);
+      const std::vector<unit_copy_args> gather_cpu = batch(false, gather, sums_g, staged),
+                                        gather_gpu = batch(true, gather, sums_g, staged);
       run([&] { for (const auto& a : gather_cpu) cpu::unit_copy(a); },
           [&] { kt.unit_copy_batch(stream_kind::save, gather_gpu.data(), gather_gpu.size()); });
-      unsetenv("ORDO_SAVE_STAGING");
       verdict g;
       size_t diff = 0;
       for (size_t i = 0; i < host_bytes; ++i) diff += pinned[i] != host_cpu[i];
       g.bitwise = diff == 0, g.err = double(diff) / double(host_bytes);
       g.add(m, sums_g);
-      report(std::string("unit_copy_batch gather, paced") + (*staging ? std::string(", staged ") + staging : "") +
-                 " (3 copies, mixed layouts)" + tag, g);
+      report(std::string("unit_copy_batch gather, ") + (staged ? "staged" : "paced") + " (3 copies, mixed layouts)" + tag,
+             g);
     }
-    const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s), scatter_gpu = batch(true, scatter, sums_s);
+    const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s, false),
+                                      scatter_gpu = batch(true, scatter, sums_s, false);
     run([&] { for (const auto& a : scatter_cpu) cpu::unit_copy(a); },
         [&] { kt.unit_copy_batch(stream_kind::load, scatter_gpu.data(), scatter_gpu.size()); });
     verdict sv;

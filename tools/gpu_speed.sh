@@ -3,11 +3,11 @@
 # `make gpu-bundle`: `gpu-bundle/speed [--quick]`. gpu_check first (every exact kernel bitwise
 # against the CPU), then dense 1b exact and bf16 (also with prefill steps of 2048 tokens) against
 # tools/torch_reference.py's CUDA-graph anchors, and ncu on one exact prefill step kernel by
-# kernel; then the matmul table, decode while saving (dense and qsa_gdn_ple), the A/B switches
-# (ORDO_LANE_TILES, ORDO_SAVE_STAGING), the host tier's save / load against a plain copy, and the
-# lane tiles' stall reasons. Each block is bounded by a timeout; everything is also written to
-# ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since a call returns only the tail of its
-# output. --quick: decode 8 steps, and stop after the step's kernels.
+# kernel; then the matmul table, decode while saving (dense and qsa_gdn_ple), the host tier's
+# save / load against a plain copy, and the lane tiles' stall reasons. Each block is bounded by a
+# timeout; everything is also written to ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since
+# a call returns only the tail of its output. --quick: decode 8 steps, and stop after the step's
+# kernels.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="$here/run"
@@ -54,20 +54,6 @@ timeout 150 "$run" bench forward "${F[@]}" --decode-steps 32 --batch 1 8 16 --sa
 timeout 150 "$run" bench forward "${F[@]}" --set model.weight_dtype=bf16 --decode-steps 32 --batch 1 8 16 --save-chunks 1
 timeout 150 "$run" bench forward --config configs/default.toml --set model.size=1b --set device.kind=hip \
   --set cache.num_blocks=1024 --prompt-tokens 512 --decode-steps 32 --batch 1 8 --save-chunks 2
-echo "== A/B: the lane tiles' shapes (ORDO_LANE_TILES), exact prefill"
-for t in wide wide64 wide_pipe half; do
-  echo "-- $t"
-  ORDO_LANE_TILES=$t timeout 60 "$run" bench matmul "${M[@]}" --rows 512
-  ORDO_LANE_TILES=$t timeout 100 "$run" bench forward "${F[@]}" --decode-steps 4 --batch 1 8 | grep prefill
-done
-echo "== A/B: saves staged in device memory (ORDO_SAVE_STAGING), dense exact and bf16"
-for s in full paced; do
-  for w in fp32 bf16; do
-    echo "-- $s $w"
-    ORDO_SAVE_STAGING=$s timeout 120 "$run" bench forward "${F[@]}" --set model.weight_dtype=$w --decode-steps 32 \
-      --batch 1 8 --save-chunks 1 | grep saves
-  done
-done
 echo "== host tier"
 for config in configs/default.toml configs/dense.toml; do
   timeout 120 "$run" bench offload --config "$config" --set model.size=1b --set device.kind=hip --chunks 32 --repeats 5

@@ -71,7 +71,10 @@ public:
     callback_cv_.notify_all();
     callback_thread_.join();
     for (auto& e : events_) (void)hipEventDestroy(e.second);
-    for (hipStream_t s : streams_) (void)hipStreamDestroy(s);
+    for (hipStream_t s : streams_) {
+      hip::release_save_staging(s);
+      (void)hipStreamDestroy(s);
+    }
   }
 
   std::string name() const override { return name_; }

@@ -44,5 +44,7 @@ void gather_rows(const gather_rows_args& a, hipStream_t stream);
 void sample(const sample_args& a, hipStream_t stream);
 void unit_copy(const unit_copy_args& a, hipStream_t stream);
 void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream);
+// Frees the staging buffer of `stream`'s saves (unit_copy.hip); call once the stream is idle.
+void release_save_staging(hipStream_t stream);
 
 } // namespace ordo::hip

@@ -8,9 +8,7 @@
 // fused `sum = fma(x, w, sum)` as the CPU (kernels/cpu/matmul.cpp), so tiling changes the memory
 // traffic, never a bit of the result.
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
-#include <string>
 
 #include "kernels/hip/device_math.hpp"
 #include "kernels/hip/launch.hpp"
@@ -113,17 +111,16 @@ __global__ void __launch_bounds__(threads) matmul_kernel(matmul_args a) {
 // `in` alone, so the result is bitwise the CPU's at any batch. Rows and weights need 16-byte
 // alignment (checked by the caller); a k slice past `in8` is zero, and fma(0, 0, s) is s since a
 // lane sum that starts at +0 is never -0.
-constexpr int lane_pad = 4; // a row stride ≡ 4 (mod 32) words keeps the 8 lanes' loads apart
+constexpr int lane_bk = 32;  // k per slice: four steps per lane
+constexpr int lane_pad = 4;  // a row stride ≡ 4 (mod 32) words keeps the 8 lanes' loads apart
 
-// Two buffers of a BK-deep k slice of x (BM rows) and of the weights (BN outputs), k-major, in
-// dynamic shared memory (more than the static 48 KiB at BK = 64).
-template <int BM, int BN, int BK>
+template <int BM, int BN>
 struct lane_tiles {
-  float x[2][BK][BM + lane_pad];
-  float w[2][BK][BN + lane_pad];
+  float x[2][lane_bk][BM + lane_pad];
+  float w[2][lane_bk][BN + lane_pad];
 };
 
-// The 16-byte quads of an `n`-row × BK slice, `per` per thread: a warp takes two quads of
+// The 16-byte quads of an `n`-row × lane_bk slice, `per` per thread: a warp takes two quads of
 // 16 rows, so its global reads are whole 32-byte sectors and its transposed shared stores
 // fall in distinct banks.
 template <int n>
@@ -159,41 +156,15 @@ __device__ inline void stash_quads(const float4 (&v)[per], float (*s)[n + lane_p
   }
 }
 
-// The lane tiles' shapes. `wide` (the default) is 64 × 64 with 16 outputs per cell, 256 threads
-// and k slices of 32; ORDO_LANE_TILES names another for an A/B run (tools/gpu_speed.sh), with the
-// same bits: `wide64` (k slices of 64), `wide_pipe` (the next step's shared operands loaded
-// before this step's multiply-adds) and `half` (32 × 64, 128 threads, two blocks per
-// multiprocessor, so that one block computes while the other waits at its barrier).
-template <int BM_, int BN_, int NC_, int threads_, int BK_, int min_blocks_, bool pipe_>
-struct lane_shape {
-  static constexpr int BM = BM_, BN = BN_, NC = NC_, threads = threads_, BK = BK_, min_blocks = min_blocks_;
-  static constexpr bool pipe = pipe_;
-};
-using narrow_tiles = lane_shape<32, 64, 8, 256, 32, 2, false>;
-using wide_tiles = lane_shape<64, 64, 16, 256, 32, 1, false>;
-using wide64_tiles = lane_shape<64, 64, 16, 256, 64, 1, false>;
-using wide_pipe_tiles = lane_shape<64, 64, 16, 256, 32, 1, true>;
-using half_tiles = lane_shape<32, 64, 16, 128, 32, 2, false>;
-
-// Prefill tiles with one k lane per thread. A block of `threads` computes BM rows × BN outputs:
-// the low three bits of the thread index pick the lane (lane j sums k ≡ j mod 8, as in
-// kernels/cpu/dot.hpp), the other bits one (BM / 8) × (BN / NC) cell of 8 rows × NC outputs,
-// so a step is an outer product of 8 x values and NC weights read as 16-byte shared loads. The
-// lane sums meet in the CPU's tree by shuffles at the end: the order of every sum is still fixed by
-// `in` alone, so the result is bitwise the CPU's at any batch. Rows and weights need 16-byte
-// alignment (checked by the caller); a k slice past `in8` is zero, and fma(0, 0, s) is s since a
-// lane sum that starts at +0 is never -0.
-// The tiles are bound by shared memory (ncu on the H100: L1 85 % at NC = 8, 75 % at NC = 16):
-// each thread reads 64 bytes per 64 multiply-adds at NC = 8, 96 per 128 at NC = 16 (64 × 64
-// tiles of 256 threads, 213 registers; 3-5 % faster than NC = 8 with 512 threads).
-template <class S>
-__global__ void __launch_bounds__(S::threads, S::min_blocks) matmul_lanes_kernel(matmul_args a) {
-  constexpr int BM = S::BM, BN = S::BN, NC = S::NC, threads = S::threads, BK = S::BK;
-  constexpr int SC = BN / NC, NQ = NC / 4, steps = BK / 8;
+// NC = 8 or 16 outputs per cell. The tiles are bound by shared memory (ncu on the H100: L1 85 %,
+// issue 64 %): each thread reads 64 bytes per 64 multiply-adds at NC = 8, 96 per 128 at NC = 16
+// (64 × 64 tiles of 256 threads, 213 registers; 3-5 % faster than NC = 8 with 512 threads).
+template <int BM, int BN, int NC, int threads>
+__global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1) matmul_lanes_kernel(matmul_args a) {
+  constexpr int SC = BN / NC, NQ = NC / 4;
   static_assert((BM / 8) * SC * 8 == threads, "8 lanes x cells of 8 rows x NC outputs");
-  constexpr int xq = BM * BK / 4 / threads, wq = BN * BK / 4 / threads;
-  extern __shared__ __align__(16) unsigned char lane_smem[];
-  auto& t = *reinterpret_cast<lane_tiles<BM, BN, BK>*>(lane_smem);
+  constexpr int xq = BM * lane_bk / 4 / threads, wq = BN * lane_bk / 4 / threads;
+  __shared__ __align__(16) lane_tiles<BM, BN> t;
   const int32_t lane = threadIdx.x & 7;
   const int32_t cell = threadIdx.x >> 3;
   const int32_t sr = cell / SC, sc = cell % SC;
@@ -210,38 +181,28 @@ __global__ void __launch_bounds__(S::threads, S::min_blocks) matmul_lanes_kernel
   stash_quads<BM, xq, threads>(xv, t.x[0]);
   stash_quads<BN, wq, threads>(wv, t.w[0]);
   __syncthreads();
-  // Step j's operands: 8 x values of the cell's rows and NC weights, at k = lane + 8j.
-  float xr[S::pipe ? 2 : 1][8], wr[S::pipe ? 2 : 1][NC];
-  const auto operands = [&](int buf, int j, int slot) {
-    const int32_t k = lane + 8 * j;
-    const float4 x0 = *reinterpret_cast<const float4*>(&t.x[buf][k][8 * sr]);
-    const float4 x1 = *reinterpret_cast<const float4*>(&t.x[buf][k][8 * sr + 4]);
-    xr[slot][0] = x0.x, xr[slot][1] = x0.y, xr[slot][2] = x0.z, xr[slot][3] = x0.w;
-    xr[slot][4] = x1.x, xr[slot][5] = x1.y, xr[slot][6] = x1.z, xr[slot][7] = x1.w;
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) {
-      const float4 w4 = *reinterpret_cast<const float4*>(&t.w[buf][k][NC * sc + 4 * q]);
-      wr[slot][4 * q] = w4.x, wr[slot][4 * q + 1] = w4.y, wr[slot][4 * q + 2] = w4.z, wr[slot][4 * q + 3] = w4.w;
-    }
-  };
-  for (int32_t k0 = 0, buf = 0; k0 < in8; k0 += BK, buf ^= 1) {
-    const bool more = k0 + BK < in8;
+  for (int32_t k0 = 0, buf = 0; k0 < in8; k0 += lane_bk, buf ^= 1) {
+    const bool more = k0 + lane_bk < in8;
     if (more) {
-      fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, k0 + BK, in8);
-      fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, k0 + BK, in8);
+      fetch_quads<BM, xq, threads>(xv, a.x, a.ldx, r0, a.rows, k0 + lane_bk, in8);
+      fetch_quads<BN, wq, threads>(wv, a.w, a.in, o0, a.out, k0 + lane_bk, in8);
     }
-    if (S::pipe) operands(buf, 0, 0);
 #pragma unroll
-    for (int j = 0; j < steps; ++j) {
-      const int slot = S::pipe ? j & 1 : 0;
-      if (!S::pipe)
-        operands(buf, j, 0);
-      else if (j + 1 < steps)
-        operands(buf, j + 1, (j + 1) & 1);
+    for (int j = 0; j < lane_bk / 8; ++j) {
+      const int32_t k = lane + 8 * j;
+      const float4 x0 = *reinterpret_cast<const float4*>(&t.x[buf][k][8 * sr]);
+      const float4 x1 = *reinterpret_cast<const float4*>(&t.x[buf][k][8 * sr + 4]);
+      const float xr[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      float wr[NC];
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) {
+        const float4 wq4 = *reinterpret_cast<const float4*>(&t.w[buf][k][NC * sc + 4 * q]);
+        wr[4 * q] = wq4.x, wr[4 * q + 1] = wq4.y, wr[4 * q + 2] = wq4.z, wr[4 * q + 3] = wq4.w;
+      }
 #pragma unroll
       for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int n = 0; n < NC; ++n) acc[i][n] = __fmaf_rn(xr[slot][i], wr[slot][n], acc[i][n]);
+        for (int n = 0; n < NC; ++n) acc[i][n] = __fmaf_rn(xr[i], wr[n], acc[i][n]);
     }
     if (more) {
       stash_quads<BM, xq, threads>(xv, t.x[buf ^ 1]);
@@ -340,34 +301,11 @@ void launch_rows(const matmul_args& a, hipStream_t stream) {
   ORDO_HIP_LAUNCHED();
 }
 
-template <class S>
+template <int BM, int BN, int NC, int threads>
 void launch_lanes(const matmul_args& a, hipStream_t stream) {
-  constexpr size_t smem = sizeof(lane_tiles<S::BM, S::BN, S::BK>);
-  static const bool sized = [] {
-    if (smem > 48 * 1024)
-      ORDO_HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&matmul_lanes_kernel<S>),
-                                         hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    return true;
-  }();
-  (void)sized;
-  const dim3 grid(blocks_for(a.out, S::BN), (a.rows + S::BM - 1) / S::BM);
-  matmul_lanes_kernel<S><<<grid, S::threads, smem, stream>>>(a);
+  const dim3 grid(blocks_for(a.out, BN), (a.rows + BM - 1) / BM);
+  matmul_lanes_kernel<BM, BN, NC, threads><<<grid, threads, 0, stream>>>(a);
   ORDO_HIP_LAUNCHED();
-}
-
-// ORDO_LANE_TILES: the wide tiles' shape for an A/B run (read at each call, so that gpu_check can
-// check every shape in one process).
-void launch_wide(const matmul_args& a, hipStream_t stream) {
-  const char* v = std::getenv("ORDO_LANE_TILES");
-  const std::string shape = v != nullptr ? v : "wide";
-  if (shape == "wide64")
-    launch_lanes<wide64_tiles>(a, stream);
-  else if (shape == "wide_pipe")
-    launch_lanes<wide_pipe_tiles>(a, stream);
-  else if (shape == "half")
-    launch_lanes<half_tiles>(a, stream);
-  else
-    launch_lanes<wide_tiles>(a, stream);
 }
 
 // The lane tiles read rows of x and of the weights as 16-byte quads.
@@ -400,9 +338,9 @@ void matmul(const matmul_args& a, hipStream_t stream) {
     if (!quad_aligned(a))
       launch<16, 4, 256>(a, stream);
     else if (big_blocks >= 256)
-      launch_wide(a, stream);
+      launch_lanes<64, 64, 16, 256>(a, stream);
     else
-      launch_lanes<narrow_tiles>(a, stream);
+      launch_lanes<32, 64, 8, 256>(a, stream);
   } else if (a.rows > 4)
     launch_rows<8, 32>(a, stream);
   else if (a.rows > 2)

@@ -1,13 +1,14 @@
 // Page-unit gather / scatter between the arena and mapped pinned host memory (DESIGN §2.2):
 // one launch moves every field block of every unit (unit_copy_batch: of every copy of a step's
 // loads or saves), the kernel's loads or stores crossing the link directly, so small field blocks
-// and small objects cost no per-copy overhead. Byte-exact, like cpu::unit_copy,
+// and small objects cost no per-copy overhead. A save beside a forward is staged instead: the
+// kernel gathers into device memory and the copy engine moves the bytes to the host, so no CTA
+// sits on stores crossing the link while the forward runs. Byte-exact, like cpu::unit_copy,
 // in both host layouts (unit-major, segment-major) and skipping negative unit ids. A launch may
 // also sum the object checksum's terms of the host buffer from the bytes it moves.
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
-#include <string>
 #include <unordered_map>
 
 #include "kernels/hip/launch.hpp"
@@ -173,9 +174,9 @@ uint64_t checked_chunks(uint64_t pairs, uint64_t max_block_bytes) {
 }
 
 // CTAs for `tasks` tasks: at most ctas_per_sm per multiprocessor, enough for the link's rate in
-// either direction, or paced_ctas for a copy beside a forward (about 45 GB/s on the H200, where a
-// decode step at batch 1 ran 1.18× its time alone beside a gather at the full 51 GB/s and 1.05×
-// beside one of 8 CTAs; measured in BENCHMARKS.md).
+// either direction, or paced_ctas for an unstaged copy beside a forward (about 45 GB/s on the
+// H200, where a decode step at batch 1 ran 1.18× its time alone beside a gather at the full
+// 51 GB/s and 1.05× beside one of 8 CTAs; measured in BENCHMARKS.md).
 // ORDO_PACED_CTAS=n overrides the 8 for a sweep on another card (tools/gpu_speed.sh).
 constexpr unsigned ctas_per_sm = 2, default_paced_ctas = 8;
 unsigned paced_ctas() {
@@ -197,34 +198,37 @@ unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
   return static_cast<unsigned>(tasks < cap ? tasks : cap);
 }
 
-// ORDO_SAVE_STAGING (an A/B switch, tools/gpu_speed.sh): a save beside a forward gathers into
-// device memory and the copy engine moves the result to the host, so no CTA waits on stores
-// crossing the link. `full`: the gather takes the whole capped grid (a short burst); `paced`:
-// paced_ctas CTAs; unset: the kernel stores to the mapped host buffer itself.
-enum class staging_mode { off, full, paced };
-staging_mode save_staging() {
-  const char* v = std::getenv("ORDO_SAVE_STAGING");
-  const std::string mode = v != nullptr ? v : "";
-  return mode == "full" ? staging_mode::full : mode == "paced" ? staging_mode::paced : staging_mode::off;
-}
-
 // A stream's staging buffer for staged gathers, grown to the largest launch. Only that stream's
 // launches and copies use it, in stream order, so growing it waits for the stream alone.
 constexpr uint64_t max_staged_bytes = uint64_t{1} << 30; // larger launches store to the host directly
+struct staging_buffer {
+  uint8_t* p = nullptr;
+  uint64_t bytes = 0;
+};
+struct staging_table {
+  std::mutex mu;
+  std::unordered_map<hipStream_t, staging_buffer> buffers;
+};
+// Never destroyed: a device may be torn down during static destruction.
+staging_table& staging() {
+  static auto* t = new staging_table;
+  return *t;
+}
+
+// Null where device memory cannot hold it (the arena may fill the card): the launch then stores to
+// the host directly.
 uint8_t* staging_for(hipStream_t stream, uint64_t bytes) {
-  struct buffer {
-    uint8_t* p = nullptr;
-    uint64_t bytes = 0;
-  };
-  static std::mutex mu;
-  static std::unordered_map<hipStream_t, buffer> buffers;
-  std::lock_guard<std::mutex> lock(mu);
-  buffer& b = buffers[stream];
+  std::lock_guard<std::mutex> lock(staging().mu);
+  staging_buffer& b = staging().buffers[stream];
   if (b.bytes < bytes) {
     ORDO_HIP_CHECK(hipStreamSynchronize(stream));
     if (b.p != nullptr) ORDO_HIP_CHECK(hipFree(b.p));
+    b = staging_buffer{};
     void* p = nullptr;
-    ORDO_HIP_CHECK(hipMalloc(&p, bytes));
+    if (hipMalloc(&p, bytes) != hipSuccess) {
+      (void)hipGetLastError();
+      return nullptr;
+    }
     b.p = static_cast<uint8_t*>(p), b.bytes = bytes;
   }
   return b.p;
@@ -264,19 +268,20 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
     }
     if (p.count == 0) continue;
     const uint64_t chunks = checked_chunks(pairs, max_block_bytes), tasks = pairs * chunks;
-    // A staged gather: each copy's host bytes at its offset in the stream's staging buffer.
-    const staging_mode staging = p.common.direction == unit_copy_direction::gather && p.common.beside_forward
-                                     ? save_staging()
-                                     : staging_mode::off;
+    // A save beside a forward is staged: each copy's host bytes at its offset in the stream's
+    // staging buffer, gathered by the whole capped grid, then moved by the copy engine.
     uint64_t staged_bytes = 0;
     for (int32_t k = 0; k < p.count; ++k) staged_bytes += static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes;
-    const bool staged = staging != staging_mode::off && p.common.unit_bytes > 0 && staged_bytes <= max_staged_bytes;
+    uint8_t* const buf = p.common.direction == unit_copy_direction::gather && p.common.beside_forward &&
+                                 p.common.unit_bytes > 0 && staged_bytes <= max_staged_bytes
+                             ? staging_for(stream, staged_bytes)
+                             : nullptr;
+    const bool staged = buf != nullptr;
     if (staged) {
-      uint8_t* buf = staging_for(stream, staged_bytes);
       for (int32_t k = 0, at = 0; k < p.count; at += p.e[k].num_units, ++k)
         p.e[k].staged = buf + static_cast<uint64_t>(at) * p.common.unit_bytes;
     }
-    const unsigned ctas = copy_ctas(tasks, p.common.beside_forward && !(staged && staging == staging_mode::full));
+    const unsigned ctas = copy_ctas(tasks, p.common.beside_forward && !staged);
     unit_copy_batch_kernel<<<ctas, threads, 0, stream>>>(p, static_cast<uint32_t>(chunks), tasks);
     ORDO_HIP_LAUNCHED();
     if (staged)
@@ -284,6 +289,14 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
         ORDO_HIP_CHECK(hipMemcpyAsync(hosts[k], p.e[k].staged, static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes,
                                       hipMemcpyDeviceToHost, stream));
   }
+}
+
+void release_save_staging(hipStream_t stream) {
+  std::lock_guard<std::mutex> lock(staging().mu);
+  const auto it = staging().buffers.find(stream);
+  if (it == staging().buffers.end()) return;
+  if (it->second.p != nullptr) (void)hipFree(it->second.p);
+  staging().buffers.erase(it);
 }
 
 } // namespace ordo::hip
