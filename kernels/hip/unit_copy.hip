@@ -71,9 +71,8 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, uint8_t* stage
   uint8_t* arena = u < 0 ? nullptr : a.regions[f] + static_cast<uint64_t>(u) * bb;
   const bool gather = a.direction == unit_copy_direction::gather;
   const uint8_t* src = gather && arena ? arena : hbuf;
-  uint8_t* out = staged ? staged + host_offset : hbuf; // where a gather writes
-  // null: read for the checksum only
-  uint8_t* dst = arena ? (gather ? out : arena) : (staged ? out : nullptr);
+  uint8_t* out = staged ? staged + host_offset : hbuf;                      // where a gather writes
+  uint8_t* dst = arena ? (gather ? out : arena) : (staged ? out : nullptr); // null: read for the checksum only
   const bool aligned = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0;
   const uint64_t at = host_offset + begin; // host offset of src[begin]
   uint64_t sum = 0;
@@ -286,7 +285,8 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
     ORDO_HIP_LAUNCHED();
     if (staged)
       for (int32_t k = 0; k < p.count; ++k)
-        ORDO_HIP_CHECK(hipMemcpyAsync(hosts[k], p.e[k].staged, static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes,
+        ORDO_HIP_CHECK(hipMemcpyAsync(hosts[k], p.e[k].staged,
+                                      static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes,
                                       hipMemcpyDeviceToHost, stream));
   }
 }
