@@ -215,14 +215,14 @@ TEST_CASE("kv codec: without segment_major the buffer stays unit-major") {
       unit_copy_fields ucf(fields, *b.dev);
       CHECK(ucf.unit_bytes() == unit_bytes_of(fields));
       const std::vector<int32_t> ids = {4, 13, 8};
-      // A save beside a forward is staged on the GPU only when its args carry the unit's bytes
-      // (kernels/hip/unit_copy.hip); without them it falls back to the slower direct copy.
-      std::vector<uint8_t> probe(1);
-      const unit_copy_args args = chunk_copy_args(ucf, ids.data(), 3, probe.data(), unit_copy_direction::gather, true);
-      CHECK(args.unit_bytes == unit_bytes_of(fields));
-      CHECK(args.num_units == 3);
       const int32_t n = static_cast<int32_t>(ids.size());
       std::vector<uint8_t> unit_major(kv_chunk_object_bytes(fields, n), 0xee);
+      // A save beside a forward is staged on the GPU only when its args carry the unit's bytes
+      // (kernels/hip/unit_copy.hip); without them it falls back to the slower direct copy.
+      const unit_copy_args args =
+          chunk_copy_args(ucf, ids.data(), n, unit_major.data(), unit_copy_direction::gather, true);
+      CHECK(args.unit_bytes == unit_bytes_of(fields));
+      CHECK(args.num_units == n);
       copy(b, ucf, ids, unit_major.data(), unit_copy_direction::gather, /*segment_major=*/false);
       // Unit i's field f at i·unit_bytes + (block bytes of the fields before f).
       size_t before = 0;
