@@ -14,6 +14,15 @@
 // twice (1.09x the exact prefill, 1.22x bf16 on the H100: BENCHMARKS.md). Otherwise one block
 // walks the tile's chunks twice: pass 1 takes each query's M (fmax: order-free), pass 2 sums and
 // folds.
+// A/B switches, not yet run on a GPU (tools/gpu_attention_ab.sh measures them): ORDO_ATTN_BLOCKS =
+// 2 (default) | 3 | 4 blocks per multiprocessor, the register cap of __launch_bounds__ (the split
+// fp32 kernel uses 125 registers, so 2 blocks of 256 threads fit; 3 gives 80 without spills), and
+// ORDO_ATTN_STAGING = batched, each thread's staging loads issued before its first store. Every
+// variant takes the same values in the same order. Blocks whose chunk lies past the tile's last
+// position return before staging anything.
+#include <cstdlib>
+#include <string>
+
 #include "kernels/hip/attention_core.hpp"
 #include "kernels/hip/launch.hpp"
 
@@ -63,10 +72,27 @@ __device__ inline float kv_element(const paged_attention_args& a, const void* re
 }
 
 // Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
-template <elem_dtype dt>
+// batched: each thread's loads (at most 16) are all issued before its first store, so the block
+// waits for memory once per staging instead of once per pass of the loop.
+template <elem_dtype dt, bool batched>
 __device__ void stage_rows(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
                            const int64_t* slot, float (*dst)[tile_row]) {
   const int32_t hd = a.head_dim;
+  if constexpr (batched) {
+    constexpr int passes = tile_positions * attention_tile_max_head_dim / tile_threads;
+    float v[passes];
+#pragma unroll
+    for (int k = 0; k < passes; ++k) {
+      const int32_t e = threadIdx.x + k * tile_threads, p = e / hd, i = e % hd;
+      v[k] = e < tile_positions * hd ? kv_element<dt>(a, region, scales, kvh, slot[p], i) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < passes; ++k) {
+      const int32_t e = threadIdx.x + k * tile_threads;
+      if (e < tile_positions * hd) dst[e / hd][e % hd] = v[k];
+    }
+    return;
+  }
 #pragma unroll 8
   for (int32_t e = threadIdx.x; e < tile_positions * hd; e += tile_threads) {
     const int32_t p = e / hd, i = e % hd;
@@ -98,10 +124,28 @@ struct alignas(16) lane_smem {
 };
 
 // dst[i][p] = value(p, i) for p < 32, i < hd. A warp reads 4 consecutive elements of 8 rows (runs
-// of 16 bytes) and its transposed stores fall at most two to a bank.
-template <class Value>
+// of 16 bytes) and its transposed stores fall at most two to a bank. batched: as stage_rows.
+template <bool batched, class Value>
 __device__ void stage_transposed(int32_t hd, float (*dst)[lane_row], Value value) {
   const int32_t tasks = 128 * ((hd + 15) / 16); // 32 rows × whole groups of 4 quads
+  if constexpr (batched) {
+    constexpr int passes = 128 * (attention_tile_max_head_dim / 16) / tile_threads;
+    float v[passes][4];
+#pragma unroll
+    for (int k = 0; k < passes; ++k) {
+      const int32_t t = threadIdx.x + k * tile_threads, p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
+#pragma unroll
+      for (int c = 0; c < 4; ++c) v[k][c] = t < tasks && i0 + c < hd ? value(p, i0 + c) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < passes; ++k) {
+      const int32_t t = threadIdx.x + k * tile_threads, p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (t < tasks && i0 + c < hd) dst[i0 + c][p] = v[k][c];
+    }
+    return;
+  }
   for (int32_t t = threadIdx.x; t < tasks; t += tile_threads) {
     const int32_t p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
 #pragma unroll
@@ -149,18 +193,27 @@ __device__ void lane_scores(const lane_smem& sm, int32_t hd, float scale, float 
   }
 }
 
-template <elem_dtype dt, bool split>
-__global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_attention_args a, int32_t chunks_cap) {
+template <elem_dtype dt, bool split, int min_blocks, bool batched>
+__global__ void __launch_bounds__(tile_threads, min_blocks)
+    attention_tile_kernel(paged_attention_args a, int32_t chunks_cap) {
   __shared__ lane_smem sm;
-  __shared__ int32_t tile_req, tile_row0, tile_rows;
+  __shared__ int32_t tile_req, tile_row0, tile_rows, tile_limit;
   const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
   const int32_t kvh = h / (a.num_q_heads / a.num_kv_heads);
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  if (tid == 0) find_tile(a, tile_req, tile_row0, tile_rows);
+  if (tid == 0) {
+    find_tile(a, tile_req, tile_row0, tile_rows);
+    int32_t limit = 0; // the most positions any query of the tile attends
+    for (int32_t q = 0; tile_req >= 0 && q < tile_rows; ++q)
+      limit = a.batch.positions[tile_row0 + q] + 1 > limit ? a.batch.positions[tile_row0 + q] + 1 : limit;
+    tile_limit = limit;
+  }
   __syncthreads();
-  const int32_t req = tile_req, row0 = tile_row0, nq = tile_rows;
-  if (req < 0) return; // the same for the whole block
-  stage_transposed(hd, sm.qt, [&](int32_t q, int32_t i) {
+  const int32_t req = tile_req, row0 = tile_row0, nq = tile_rows, limit = tile_limit;
+  const int32_t c_first = split ? static_cast<int32_t>(blockIdx.z) * attention_chunk : 0;
+  const int32_t c_end = split ? c_first + 1 : limit;
+  if (req < 0 || c_first >= limit) return; // the same for the whole block, before any staging
+  stage_transposed<batched>(hd, sm.qt, [&](int32_t q, int32_t i) {
     return q < nq ? a.q[static_cast<int64_t>(row0 + q) * a.ldq + h * hd + i] : 0.0f;
   });
   if (tid < tile_queries) {
@@ -168,13 +221,8 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
     sm.m[tid] = -INFINITY;
   }
   __syncthreads();
-  int32_t limit = 0; // the most positions any query of the tile attends
-  for (int32_t q = 0; q < nq; ++q) limit = sm.count[q] > limit ? sm.count[q] : limit;
-  const int32_t c_first = split ? static_cast<int32_t>(blockIdx.z) * attention_chunk : 0;
-  const int32_t c_end = split ? c_first + 1 : limit;
-  if (c_first >= limit) return;
   const auto stage_k = [&](const int64_t* slot) {
-    stage_transposed(hd, sm.kv.kt,
+    stage_transposed<batched>(hd, sm.kv.kt,
                      [&](int32_t p, int32_t i) { return kv_element<dt>(a, a.k, a.k_scale, kvh, slot[p], i); });
   };
   const int32_t lane = tid & 7, cq = tid >> 5, cp = (tid >> 3) & 3;
@@ -260,7 +308,7 @@ __global__ void __launch_bounds__(tile_threads) attention_tile_kernel(paged_atte
       const int32_t j0 = c0 + half * tile_positions;
       if (j0 >= limit) break; // the same for the whole block
       __syncthreads(); // the weights are written; the staged K is consumed
-      stage_rows<dt>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv.v);
+      stage_rows<dt, batched>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv.v);
       __syncthreads();
       for (int32_t p = 0; p < tile_positions; ++p) {
         const int32_t t = half * tile_positions + p;
@@ -335,12 +383,30 @@ void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
   const bool split = partials_fit(a, chunks);
   const dim3 grid(tiles, a.num_q_heads, split ? chunks : 1);
   const int32_t cap = split ? static_cast<int32_t>(chunks) : 0;
+  static const int blocks = [] {
+    const char* e = std::getenv("ORDO_ATTN_BLOCKS");
+    return e && (e[0] == '3' || e[0] == '4') ? e[0] - '0' : 2;
+  }();
+  static const bool batched = [] {
+    const char* e = std::getenv("ORDO_ATTN_STAGING");
+    return e && std::string(e) == "batched";
+  }();
   with_kv_dtype(a.dtype, [&](auto dt) {
     constexpr elem_dtype d = decltype(dt)::value;
-    if (split)
-      attention_tile_kernel<d, true><<<grid, tile_threads, 0, stream>>>(a, cap);
+    const auto go = [&](auto kernel) { kernel<<<grid, tile_threads, 0, stream>>>(a, cap); };
+    const auto pick = [&](auto b) {
+      constexpr int mb = decltype(b)::value;
+      if (batched)
+        split ? go(attention_tile_kernel<d, true, mb, true>) : go(attention_tile_kernel<d, false, mb, true>);
+      else
+        split ? go(attention_tile_kernel<d, true, mb, false>) : go(attention_tile_kernel<d, false, mb, false>);
+    };
+    if (blocks == 4)
+      pick(std::integral_constant<int, 4>{});
+    else if (blocks == 3)
+      pick(std::integral_constant<int, 3>{});
     else
-      attention_tile_kernel<d, false><<<grid, tile_threads, 0, stream>>>(a, cap);
+      pick(std::integral_constant<int, 2>{});
   });
   ORDO_HIP_LAUNCHED();
 }
