@@ -7,7 +7,8 @@
 # runs gpu_check (bitwise against the CPU), then exact prefill of 8 prompts of 512 tokens in two
 # rounds (a variant that fails gpu_check is not timed); the fastest then runs `gpu-bundle/speed` (the
 # whole table) and `gpu-bundle/checks`, and last ncu profiles one tile launch of the baseline and of
-# the fastest. Everything is written under ${OUT:-/tmp}.
+# the fastest. Between the A/B and the table, the exact matmul's warp arrangement is compared the same
+# way (ORDO_MATMUL_CELLS). Everything is written under ${OUT:-/tmp}.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp}
@@ -33,6 +34,29 @@ done | tee "$out/attention_ab.txt"
 best=$(awk '{s[$2] += $6} END {m = 0; for (k in s) if (s[k] > m) {m = s[k]; b = k}; print b}' "$out/attention_ab.txt")
 echo "best: $best (${SECONDS}s)"
 export ORDO_ATTN_BLOCKS=${best%:*} ORDO_ATTN_STAGING=${best#*:}
+# The exact matmul's lane tiles: a warp's four cells sharing rows (default) or outputs
+# (ORDO_MATMUL_CELLS=cols, kernels/hip/matmul.hip); gpu_check, then µs per call at 512 and 4096 rows.
+M=(--config configs/dense.toml --set model.size=1b --set device.kind=hip)
+cells=rows
+ORDO_MATMUL_CELLS=cols LD_LIBRARY_PATH="$here/lib" timeout 100 "$here/gpu_check" >"$out/gpu_check_cells_cols.txt" 2>&1
+rc=$?
+echo "gpu_check cells=cols rc=$rc"
+grep -E "FAIL|failures" "$out/gpu_check_cells_cols.txt" | head -3
+if ((rc == 0)); then
+  for round in 1 2; do
+    for c in rows cols; do
+      ORDO_MATMUL_CELLS=$c timeout 60 "$here/run" bench matmul "${M[@]}" --rows 512 4096 2>&1 |
+        awk -v c="$c" '$1 == "exact" {print "mm", c, $2, $3, $4, $5}'
+    done
+  done | tee "$out/matmul_cells.txt"
+  cells=$(awk '{s[$2] += $6} END {print (s["cols"] < s["rows"] ? "cols" : "rows")}' "$out/matmul_cells.txt")
+  for c in rows cols; do
+    ORDO_MATMUL_CELLS=$c timeout 60 "$here/run" bench forward "${F[@]}" --decode-steps 2 --batch 8 2>&1 |
+      awk -v c="$c" '$2 == "prefill" {print "mm", c, "prefill b8 tok/s", $5}'
+  done
+fi
+export ORDO_MATMUL_CELLS=$cells
+echo "cells: $cells (${SECONDS}s)"
 "$here/speed" >/dev/null 2>&1
 echo "speed done (${SECONDS}s)"
 grep -E "^ +(1|8|16) (prefill|decode)|^== " "$out/speed.txt" | head -40
