@@ -30,8 +30,7 @@ clean:
 # the trace checks (tools/gpu_trace_checks.sh), `gpu-bundle/store_checks` the store server checks
 # (tools/gpu_store_checks.sh), `gpu-bundle/pd_checks` the P/D topologies with GPU nodes
 # (tools/gpu_pd_checks.sh), `gpu-bundle/speed` issue 14's speed table in one call
-# (tools/gpu_speed.sh), `gpu-bundle/attention_ab` the attention tiles' A/B
-# (tools/gpu_attention_ab.sh), and `gpu-bundle/run` is ordo.
+# (tools/gpu_speed.sh), and `gpu-bundle/run` is ordo.
 # `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
 GPU_BUILD ?= build-gpu
 GPU_AMD_BUILD ?= build-gpu-amd
@@ -50,7 +49,6 @@ gpu-bundle: gpu
 	cp tools/gpu_store_checks.sh gpu-bundle/store_checks
 	cp tools/gpu_pd_checks.sh gpu-bundle/pd_checks
 	cp tools/gpu_speed.sh gpu-bundle/speed
-	cp tools/gpu_attention_ab.sh gpu-bundle/attention_ab
 
 gpu-amd-check:
 	@bash scripts/install-deps.sh --amd

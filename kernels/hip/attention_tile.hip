@@ -14,15 +14,11 @@
 // twice (1.09x the exact prefill, 1.22x bf16 on the H100: BENCHMARKS.md). Otherwise one block
 // walks the tile's chunks twice: pass 1 takes each query's M (fmax: order-free), pass 2 sums and
 // folds.
-// A/B switches, not yet run on a GPU (tools/gpu_attention_ab.sh measures them): ORDO_ATTN_BLOCKS =
-// 2 (default) | 3 | 4 blocks per multiprocessor, the register cap of __launch_bounds__ (the split
-// fp32 kernel uses 125 registers, so 2 blocks of 256 threads fit; 3 gives 80 without spills), and
-// ORDO_ATTN_STAGING = batched, each thread's staging loads issued before its first store. Every
-// variant takes the same values in the same order. Blocks whose chunk lies past the tile's last
-// position return before staging anything.
-#include <cstdlib>
-#include <string>
-
+// The split kernel asks __launch_bounds__ for 3 blocks per multiprocessor: with fp32 KV it then
+// takes 80 registers without spilling, against 125 uncapped (2 blocks), and one launch of a
+// 512-token step went from 255 to 202 µs on the H100 (warps active 24 % -> 34 %; BENCHMARKS.md).
+// The unsplit kernel would spill about 220 bytes under that cap, so it keeps 2. Blocks whose chunk
+// lies past the tile's last position return before staging anything.
 #include "kernels/hip/attention_core.hpp"
 #include "kernels/hip/launch.hpp"
 
@@ -72,27 +68,10 @@ __device__ inline float kv_element(const paged_attention_args& a, const void* re
 }
 
 // Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
-// batched: each thread's loads (at most 16) are all issued before its first store, so the block
-// waits for memory once per staging instead of once per pass of the loop.
-template <elem_dtype dt, bool batched>
+template <elem_dtype dt>
 __device__ void stage_rows(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
                            const int64_t* slot, float (*dst)[tile_row]) {
   const int32_t hd = a.head_dim;
-  if constexpr (batched) {
-    constexpr int passes = tile_positions * attention_tile_max_head_dim / tile_threads;
-    float v[passes];
-#pragma unroll
-    for (int k = 0; k < passes; ++k) {
-      const int32_t e = threadIdx.x + k * tile_threads, p = e / hd, i = e % hd;
-      v[k] = e < tile_positions * hd ? kv_element<dt>(a, region, scales, kvh, slot[p], i) : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < passes; ++k) {
-      const int32_t e = threadIdx.x + k * tile_threads;
-      if (e < tile_positions * hd) dst[e / hd][e % hd] = v[k];
-    }
-    return;
-  }
 #pragma unroll 8
   for (int32_t e = threadIdx.x; e < tile_positions * hd; e += tile_threads) {
     const int32_t p = e / hd, i = e % hd;
@@ -124,28 +103,10 @@ struct alignas(16) lane_smem {
 };
 
 // dst[i][p] = value(p, i) for p < 32, i < hd. A warp reads 4 consecutive elements of 8 rows (runs
-// of 16 bytes) and its transposed stores fall at most two to a bank. batched: as stage_rows.
-template <bool batched, class Value>
+// of 16 bytes) and its transposed stores fall at most two to a bank.
+template <class Value>
 __device__ void stage_transposed(int32_t hd, float (*dst)[lane_row], Value value) {
   const int32_t tasks = 128 * ((hd + 15) / 16); // 32 rows × whole groups of 4 quads
-  if constexpr (batched) {
-    constexpr int passes = 128 * (attention_tile_max_head_dim / 16) / tile_threads;
-    float v[passes][4];
-#pragma unroll
-    for (int k = 0; k < passes; ++k) {
-      const int32_t t = threadIdx.x + k * tile_threads, p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
-#pragma unroll
-      for (int c = 0; c < 4; ++c) v[k][c] = t < tasks && i0 + c < hd ? value(p, i0 + c) : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < passes; ++k) {
-      const int32_t t = threadIdx.x + k * tile_threads, p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        if (t < tasks && i0 + c < hd) dst[i0 + c][p] = v[k][c];
-    }
-    return;
-  }
   for (int32_t t = threadIdx.x; t < tasks; t += tile_threads) {
     const int32_t p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
 #pragma unroll
@@ -193,8 +154,8 @@ __device__ void lane_scores(const lane_smem& sm, int32_t hd, float scale, float 
   }
 }
 
-template <elem_dtype dt, bool split, int min_blocks, bool batched>
-__global__ void __launch_bounds__(tile_threads, min_blocks)
+template <elem_dtype dt, bool split>
+__global__ void __launch_bounds__(tile_threads, split ? 3 : 2)
     attention_tile_kernel(paged_attention_args a, int32_t chunks_cap) {
   __shared__ lane_smem sm;
   __shared__ int32_t tile_req, tile_row0, tile_rows, tile_limit;
@@ -213,7 +174,7 @@ __global__ void __launch_bounds__(tile_threads, min_blocks)
   const int32_t c_first = split ? static_cast<int32_t>(blockIdx.z) * attention_chunk : 0;
   const int32_t c_end = split ? c_first + 1 : limit;
   if (req < 0 || c_first >= limit) return; // the same for the whole block, before any staging
-  stage_transposed<batched>(hd, sm.qt, [&](int32_t q, int32_t i) {
+  stage_transposed(hd, sm.qt, [&](int32_t q, int32_t i) {
     return q < nq ? a.q[static_cast<int64_t>(row0 + q) * a.ldq + h * hd + i] : 0.0f;
   });
   if (tid < tile_queries) {
@@ -222,7 +183,7 @@ __global__ void __launch_bounds__(tile_threads, min_blocks)
   }
   __syncthreads();
   const auto stage_k = [&](const int64_t* slot) {
-    stage_transposed<batched>(hd, sm.kv.kt,
+    stage_transposed(hd, sm.kv.kt,
                      [&](int32_t p, int32_t i) { return kv_element<dt>(a, a.k, a.k_scale, kvh, slot[p], i); });
   };
   const int32_t lane = tid & 7, cq = tid >> 5, cp = (tid >> 3) & 3;
@@ -308,7 +269,7 @@ __global__ void __launch_bounds__(tile_threads, min_blocks)
       const int32_t j0 = c0 + half * tile_positions;
       if (j0 >= limit) break; // the same for the whole block
       __syncthreads(); // the weights are written; the staged K is consumed
-      stage_rows<dt, batched>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv.v);
+      stage_rows<dt>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv.v);
       __syncthreads();
       for (int32_t p = 0; p < tile_positions; ++p) {
         const int32_t t = half * tile_positions + p;
@@ -383,30 +344,12 @@ void attention_tiles(const paged_attention_args& a, hipStream_t stream) {
   const bool split = partials_fit(a, chunks);
   const dim3 grid(tiles, a.num_q_heads, split ? chunks : 1);
   const int32_t cap = split ? static_cast<int32_t>(chunks) : 0;
-  static const int blocks = [] {
-    const char* e = std::getenv("ORDO_ATTN_BLOCKS");
-    return e && (e[0] == '3' || e[0] == '4') ? e[0] - '0' : 2;
-  }();
-  static const bool batched = [] {
-    const char* e = std::getenv("ORDO_ATTN_STAGING");
-    return e && std::string(e) == "batched";
-  }();
   with_kv_dtype(a.dtype, [&](auto dt) {
     constexpr elem_dtype d = decltype(dt)::value;
-    const auto go = [&](auto kernel) { kernel<<<grid, tile_threads, 0, stream>>>(a, cap); };
-    const auto pick = [&](auto b) {
-      constexpr int mb = decltype(b)::value;
-      if (batched)
-        split ? go(attention_tile_kernel<d, true, mb, true>) : go(attention_tile_kernel<d, false, mb, true>);
-      else
-        split ? go(attention_tile_kernel<d, true, mb, false>) : go(attention_tile_kernel<d, false, mb, false>);
-    };
-    if (blocks == 4)
-      pick(std::integral_constant<int, 4>{});
-    else if (blocks == 3)
-      pick(std::integral_constant<int, 3>{});
+    if (split)
+      attention_tile_kernel<d, true><<<grid, tile_threads, 0, stream>>>(a, cap);
     else
-      pick(std::integral_constant<int, 2>{});
+      attention_tile_kernel<d, false><<<grid, tile_threads, 0, stream>>>(a, cap);
   });
   ORDO_HIP_LAUNCHED();
 }

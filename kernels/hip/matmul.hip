@@ -8,9 +8,7 @@
 // fused `sum = fma(x, w, sum)` as the CPU (kernels/cpu/matmul.cpp), so tiling changes the memory
 // traffic, never a bit of the result.
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
-#include <string>
 
 #include "kernels/hip/device_math.hpp"
 #include "kernels/hip/launch.hpp"
@@ -161,11 +159,7 @@ __device__ inline void stash_quads(const float4 (&v)[per], float (*s)[n + lane_p
 // NC = 8 or 16 outputs per cell. The tiles are bound by shared memory (ncu on the H100: L1 85 %,
 // issue 64 %): each thread reads 64 bytes per 64 multiply-adds at NC = 8, 96 per 128 at NC = 16
 // (64 × 64 tiles of 256 threads, 213 registers; 3-5 % faster than NC = 8 with 512 threads).
-// A warp holds four cells. col_warps = false: the four share their rows (one x quad per lane,
-// four weight quads); true: they share their outputs, so at NC = 16 the warp's four weight loads
-// per step fetch 8 distinct quads instead of 32 (an A/B switch, ORDO_MATMUL_CELLS=cols, not yet
-// run on a GPU). The cells' sums are the same either way.
-template <int BM, int BN, int NC, int threads, bool col_warps>
+template <int BM, int BN, int NC, int threads>
 __global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1) matmul_lanes_kernel(matmul_args a) {
   constexpr int SC = BN / NC, NQ = NC / 4;
   static_assert((BM / 8) * SC * 8 == threads, "8 lanes x cells of 8 rows x NC outputs");
@@ -173,7 +167,7 @@ __global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1) matmul_l
   __shared__ __align__(16) lane_tiles<BM, BN> t;
   const int32_t lane = threadIdx.x & 7;
   const int32_t cell = threadIdx.x >> 3;
-  const int32_t sr = col_warps ? cell % (BM / 8) : cell / SC, sc = col_warps ? cell / (BM / 8) : cell % SC;
+  const int32_t sr = cell / SC, sc = cell % SC;
   const int32_t r0 = blockIdx.y * BM, o0 = blockIdx.x * BN;
   const int32_t in8 = a.in / 8 * 8;
   float acc[8][NC];
@@ -309,15 +303,8 @@ void launch_rows(const matmul_args& a, hipStream_t stream) {
 
 template <int BM, int BN, int NC, int threads>
 void launch_lanes(const matmul_args& a, hipStream_t stream) {
-  static const bool col_warps = [] {
-    const char* v = std::getenv("ORDO_MATMUL_CELLS");
-    return v && std::string(v) == "cols";
-  }();
   const dim3 grid(blocks_for(a.out, BN), (a.rows + BM - 1) / BM);
-  if (col_warps)
-    matmul_lanes_kernel<BM, BN, NC, threads, true><<<grid, threads, 0, stream>>>(a);
-  else
-    matmul_lanes_kernel<BM, BN, NC, threads, false><<<grid, threads, 0, stream>>>(a);
+  matmul_lanes_kernel<BM, BN, NC, threads><<<grid, threads, 0, stream>>>(a);
   ORDO_HIP_LAUNCHED();
 }
 
