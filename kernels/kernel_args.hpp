@@ -69,12 +69,28 @@ struct rope_args {
   int32_t rows = 0, heads = 0, head_dim = 0, max_positions = 0;
 };
 
-// out[r, i] = silu(gate_up[r, i]) * gate_up[r, dim + i]
+// out[r, i] = silu(gate[i]) * up[i] of row r of gate_up (2·dim floats). group = 0: gate is the
+// first dim floats and up the next dim; group = g > 0 (dim a multiple of g): runs of g gate then g
+// up, so gate[i] is at 2g·(i / g) + i % g and up[i] g floats after it (the model stores its gate/up
+// weight rows so, which lets a GPU matmul tile hold a gate and its up together).
 struct swiglu_args {
   const float* gate_up = nullptr;
   float* out = nullptr;
-  int32_t rows = 0, dim = 0;
+  int32_t rows = 0, dim = 0, group = 0;
 };
+
+// Offsets of gate[i] and up[i] in a row of a swiglu_args layout (host and GPU code).
+#if defined(__CUDACC__) || defined(__HIP__)
+#define ORDO_ARGS_HD __host__ __device__
+#else
+#define ORDO_ARGS_HD
+#endif
+ORDO_ARGS_HD inline int64_t swiglu_gate_at(int32_t i, int32_t dim, int32_t group) {
+  return group > 0 ? int64_t{2} * group * (i / group) + i % group : i;
+}
+ORDO_ARGS_HD inline int64_t swiglu_up_at(int32_t i, int32_t dim, int32_t group) {
+  return group > 0 ? swiglu_gate_at(i, dim, group) + group : int64_t{dim} + i;
+}
 
 // Writes rows of `heads × head_dim` floats into KV slots (slot < 0: skipped), converted to dtype;
 // fp8 also writes one fp32 scale per (row, head) into scale_region.

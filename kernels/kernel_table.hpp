@@ -26,6 +26,13 @@ public:
   virtual void embed(stream_kind s, const embed_args& a) = 0;
   virtual void rope(stream_kind s, const rope_args& a) = 0;
   virtual void swiglu(stream_kind s, const swiglu_args& a) = 0;
+  // Fused: the gate/up matmul into mm.y, then swiglu of sw.gate_up (== mm.y) into sw.out. The
+  // default enqueues both; a GPU table may instead write sw.out from the matmul's tiles, leaving
+  // mm.y unwritten, with the same bits.
+  virtual void matmul_swiglu(stream_kind s, const matmul_args& mm, const swiglu_args& sw) {
+    matmul(s, mm);
+    swiglu(s, sw);
+  }
   virtual void kv_store(stream_kind s, const kv_store_args& a) = 0;
   // Fused: rope, then kv_store of k, then of v. The default enqueues the three ops.
   virtual void rope_kv_store(stream_kind s, const rope_kv_store_args& a) {

@@ -119,6 +119,10 @@ struct model::impl {
   size_t ple_window_offset = 0;
   uint64_t ple_hash_seed = 0;
   elem_dtype kv_elem = elem_dtype::fp32;
+  // The gate/up weight rows in runs of 8 gates and their 8 ups (swiglu_args::group), so that a GPU
+  // matmul tile holds both halves of its outputs and applies swiglu itself; 0 where mlp_dim is not
+  // a multiple of 8.
+  int32_t mlp_group = 0;
 
   // workspace, max_batch_tokens rows each
   float *h = nullptr, *xn = nullptr, *proj = nullptr, *abg = nullptr, *conv_out = nullptr, *mix = nullptr;
@@ -176,6 +180,15 @@ void model::impl::build_weights() {
     int32_t fan_in;
     spec(float** d, uint64_t i, size_t c, init_kind h, int32_t f) : dst(d), mdst(nullptr), id(i), count(c), how(h), fan_in(f) {}
     spec(matrix* d, uint64_t i, size_t c, init_kind h, int32_t f) : dst(nullptr), mdst(d), id(i), count(c), how(h), fan_in(f) {}
+    int32_t gate_up_group = 0; // > 0: gate/up rows stored in runs of this many (swiglu_args::group)
+    // The element generated for storage element e: the same as e, except in an interleaved
+    // gate/up weight, where storage row k of a run of 2·g holds gate row run·g + k (k < g) or up
+    // row dim + run·g + k − g. Every output keeps its weights, so the results do not change.
+    size_t source(size_t e, size_t cols, int32_t dim) const {
+      if (gate_up_group == 0) return e;
+      const size_t g = size_t(gate_up_group), row = e / cols, run = row / (2 * g), k = row % (2 * g);
+      return ((k < g ? 0 : size_t(dim) - g) + run * g + k) * cols + e % cols;
+    }
   };
   std::vector<spec> specs;
   const model_dims& d = dims;
@@ -191,6 +204,7 @@ void model::impl::build_weights() {
     specs.push_back({&L.ln1, tensor_id(l, t_ln1), dm, init_kind::norm, 1});
     specs.push_back({&L.ln2, tensor_id(l, t_ln2), dm, init_kind::norm, 1});
     specs.push_back({&L.wgu, tensor_id(l, t_wgu), 2 * size_t(d.mlp_dim) * dm, init_kind::linear, d.d_model});
+    specs.back().gate_up_group = mlp_group;
     specs.push_back({&L.wdown, tensor_id(l, t_wdown), dm * d.mlp_dim, init_kind::linear, d.mlp_dim});
     if (L.kind == layer_kind::gdn) {
       specs.push_back({&L.gdn_in, tensor_id(l, t_gdn_in), size_t(d.gdn_conv_channels()) * dm, init_kind::linear, d.d_model});
@@ -223,7 +237,8 @@ void model::impl::build_weights() {
   std::vector<uint16_t> host16(total16, 0);
   for (size_t i = 0; i < specs.size(); ++i)
     for (size_t e = 0; e < specs[i].count; ++e) {
-      const float v = weight_value(options.seed, specs[i].id, e, specs[i].how, specs[i].fan_in);
+      const float v =
+          weight_value(options.seed, specs[i].id, specs[i].source(e, dm, d.mlp_dim), specs[i].how, specs[i].fan_in);
       if (in_bf16(specs[i]))
         host16[offsets[i] + e] = bf16_bits(v);
       else
@@ -369,6 +384,7 @@ model::model(const model_options& options, device& dev) : impl_(std::make_unique
   if (options.kv == kv_dtype::fp8) I.kv_elem = elem_dtype::fp8_e4m3;
   else if (options.kv == kv_dtype::bf16) I.kv_elem = elem_dtype::bf16;
   I.dims = dims_of(options.preset, options.size);
+  I.mlp_group = I.dims.mlp_dim % 8 == 0 ? 8 : 0;
   I.geometry.vocab_size = I.dims.vocab;
   I.geometry.layers = I.dims.layers;
   I.geometry.max_context =
@@ -461,8 +477,8 @@ void model::enqueue_forward(stream_kind s, const device_batch& b) {
       kt.matmul(s, mm(I.mix, I.ld_mix, L.wo, I.h, dm, T, qd, dm, true));
     }
     kt.rmsnorm(s, {I.h, dm, L.ln2, I.xn, dm, T, dm, d.norm_eps});
-    kt.matmul(s, mm(I.xn, dm, L.wgu, I.proj, 2 * d.mlp_dim, T, dm, 2 * d.mlp_dim, false));
-    kt.swiglu(s, {I.proj, I.mix, T, d.mlp_dim});
+    kt.matmul_swiglu(s, mm(I.xn, dm, L.wgu, I.proj, 2 * d.mlp_dim, T, dm, 2 * d.mlp_dim, false),
+                     {I.proj, I.mix, T, d.mlp_dim, I.mlp_group});
     kt.matmul(s, mm(I.mix, d.mlp_dim, L.wdown, I.h, dm, T, d.mlp_dim, dm, true));
   }
 

@@ -273,6 +273,13 @@ public:
     else
       hip::matmul(a, dev_.stream(s));
   }
+  void matmul_swiglu(stream_kind s, const matmul_args& mm, const swiglu_args& sw) override {
+    dev_.bind();
+    const bool exact = mm.w_bf16 == nullptr && options_.matmul == matmul_mode::exact;
+    if (exact && hip::matmul_swiglu(mm, sw, dev_.stream(s))) return;
+    matmul(s, mm);
+    hip::swiglu(sw, dev_.stream(s));
+  }
 
 #define ORDO_HIP_OP(op, args_t)                \
   void op(stream_kind s, const args_t& a) override { \

@@ -10,6 +10,9 @@
 namespace ordo::hip {
 
 void matmul(const matmul_args& a, hipStream_t stream);
+// The exact gate/up matmul with swiglu in its tiles' epilogue (sw.out written, mm.y not), where the
+// call takes the 64 × 64 lane tiles and sw.group == 8; false, enqueuing nothing, elsewhere.
+bool matmul_swiglu(const matmul_args& mm, const swiglu_args& sw, hipStream_t stream);
 // device.matmul = "tf32" (kernels/hip/matmul_tf32.hip): matrix units, batch-invariant, not equal to
 // the CPU. Only where ORDO_HAS_TF32_MMA; elsewhere it throws std::invalid_argument.
 void matmul_tf32(const matmul_args& a, hipStream_t stream);

@@ -159,8 +159,13 @@ __device__ inline void stash_quads(const float4 (&v)[per], float (*s)[n + lane_p
 // NC = 8 or 16 outputs per cell. The tiles are bound by shared memory (ncu on the H100: L1 85 %,
 // issue 64 %): each thread reads 64 bytes per 64 multiply-adds at NC = 8, 96 per 128 at NC = 16
 // (64 × 64 tiles of 256 threads, 213 registers; 3-5 % faster than NC = 8 with 512 threads).
-template <int BM, int BN, int NC, int threads>
-__global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1) matmul_lanes_kernel(matmul_args a) {
+// fused (NC = 16): the weight rows are gate/up runs of 8 (swiglu_args::group = 8), so a cell's
+// outputs 0-7 are gates and 8-15 their ups; the epilogue writes silu(gate) * up to sw.out instead
+// of both to a.y.
+template <int BM, int BN, int NC, int threads, bool fused = false>
+__global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1)
+    matmul_lanes_kernel(matmul_args a, swiglu_args sw) {
+  static_assert(!fused || NC == 16, "a fused cell holds 8 gates and their 8 ups");
   constexpr int SC = BN / NC, NQ = NC / 4;
   static_assert((BM / 8) * SC * 8 == threads, "8 lanes x cells of 8 rows x NC outputs");
   constexpr int xq = BM * lane_bk / 4 / threads, wq = BN * lane_bk / 4 / threads;
@@ -219,6 +224,25 @@ __global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1) matmul_l
       const float s = gpu::lane_tree8(acc[i][n]);
       if (lane == n % 8) mine[n / 8][i] = s;
     }
+  if constexpr (fused) {
+    // Lane j holds gate o and its up o + 8 (o = o0 + 16·sc + j): the output j' = o0 / 2 + 8·sc + j.
+    const int32_t o = o0 + NC * sc + lane;
+    if (o + 8 >= a.out) return;
+    const float* wg = a.w + static_cast<int64_t>(o) * a.in;
+    const float* wu = wg + static_cast<int64_t>(8) * a.in;
+    const int32_t j = (o0 + NC * sc) / 2 + lane;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int32_t r = r0 + 8 * sr + i;
+      if (r >= a.rows) break;
+      const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
+      float g = mine[0][i], u = mine[1][i];
+      for (int32_t kk = in8; kk < a.in; ++kk) g = __fmaf_rn(x[kk], wg[kk], g);
+      for (int32_t kk = in8; kk < a.in; ++kk) u = __fmaf_rn(x[kk], wu[kk], u);
+      sw.out[static_cast<int64_t>(r) * sw.dim + j] = gpu::silu(g) * u;
+    }
+    return;
+  }
 #pragma unroll
   for (int h = 0; h < NC / 8; ++h) {
     const int32_t o = o0 + NC * sc + 8 * h + lane;
@@ -304,7 +328,7 @@ void launch_rows(const matmul_args& a, hipStream_t stream) {
 template <int BM, int BN, int NC, int threads>
 void launch_lanes(const matmul_args& a, hipStream_t stream) {
   const dim3 grid(blocks_for(a.out, BN), (a.rows + BM - 1) / BM);
-  matmul_lanes_kernel<BM, BN, NC, threads><<<grid, threads, 0, stream>>>(a);
+  matmul_lanes_kernel<BM, BN, NC, threads><<<grid, threads, 0, stream>>>(a, swiglu_args{});
   ORDO_HIP_LAUNCHED();
 }
 
@@ -321,7 +345,23 @@ void launch(const matmul_args& a, hipStream_t stream) {
   ORDO_HIP_LAUNCHED();
 }
 
+// The 64 × 64 lane tiles' condition in matmul(): at least about two blocks per multiprocessor.
+bool wide_tiles(const matmul_args& a) {
+  return static_cast<int64_t>((a.rows + 63) / 64) * ((a.out + 63) / 64) >= 256;
+}
+
 } // namespace
+
+bool matmul_swiglu(const matmul_args& mm, const swiglu_args& sw, hipStream_t stream) {
+  const bool fits = mm.rows > 64 && quad_aligned(mm) && wide_tiles(mm) && !mm.accumulate && sw.group == 8 &&
+                    mm.out == 2 * sw.dim && mm.out % 64 == 0 && sw.rows == mm.rows && mm.ldy == mm.out &&
+                    sw.gate_up == mm.y;
+  if (!fits) return false;
+  const dim3 grid(blocks_for(mm.out, 64), (mm.rows + 63) / 64);
+  matmul_lanes_kernel<64, 64, 16, 256, true><<<grid, 256, 0, stream>>>(mm, sw);
+  ORDO_HIP_LAUNCHED();
+  return true;
+}
 
 void matmul(const matmul_args& a, hipStream_t stream) {
   if (a.rows <= 0 || a.out <= 0) return;
@@ -334,10 +374,9 @@ void matmul(const matmul_args& a, hipStream_t stream) {
   // every multiprocessor, and at most 8 rows per block row (12 or 16 row sums per thread ran 3-7x
   // slower than tiles of 8 on the H200).
   if (a.rows > 64) {
-    const int64_t big_blocks = static_cast<int64_t>((a.rows + 63) / 64) * ((a.out + 63) / 64);
     if (!quad_aligned(a))
       launch<16, 4, 256>(a, stream);
-    else if (big_blocks >= 256)
+    else if (wide_tiles(a))
       launch_lanes<64, 64, 16, 256>(a, stream);
     else
       launch_lanes<32, 64, 8, 256>(a, stream);

@@ -11,7 +11,8 @@ __global__ void swiglu_kernel(swiglu_args a) {
   if (t >= static_cast<int64_t>(a.rows) * a.dim) return;
   const int64_t r = t / a.dim, i = t % a.dim;
   const float* g = a.gate_up + r * 2 * a.dim;
-  a.out[r * a.dim + i] = g[i] / (1.0f + gpu::expf_glibc(-g[i])) * g[a.dim + i];
+  const int32_t j = static_cast<int32_t>(i);
+  a.out[r * a.dim + i] = gpu::silu(g[swiglu_gate_at(j, a.dim, a.group)]) * g[swiglu_up_at(j, a.dim, a.group)];
 }
 
 } // namespace
