@@ -330,14 +330,35 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     v.add(m, x);
     report("rope" + tag, v);
   }
-  {
-    const int32_t rows = 20, dim = sh.dim + 1;
+  for (int32_t group : {0, 8}) { // halves, and the model's runs of 8 gates and 8 ups
+    const int32_t rows = 20, dim = group ? 8 * (sh.dim / 8 + 1) : sh.dim + 1;
     auto gu = m.of(r.floats(size_t(rows) * 2 * dim, -12, 12));
     auto out = m.of(std::vector<float>(size_t(rows) * dim));
-    run([&] { cpu::swiglu({gu.h, out.h, rows, dim}); }, [&] { kt.swiglu(cs, {gu.d, out.d, rows, dim}); });
+    run([&] { cpu::swiglu({gu.h, out.h, rows, dim, group}); },
+        [&] { kt.swiglu(cs, {gu.d, out.d, rows, dim, group}); });
     verdict v;
     v.add(m, out);
-    report("swiglu" + tag, v);
+    report("swiglu" + std::string(group ? " runs of 8" : "") + tag, v);
+  }
+  // The gate/up matmul with swiglu: 200 rows × 4096 outputs take the 64 × 64 lane tiles, which
+  // apply swiglu in their epilogue (in = dim + 12: a partial k slice and a tail of 4); 130 rows
+  // (2 × 64 row blocks: too few) and 6 rows run the matmul, then swiglu.
+  for (int32_t rows : {200, 130, 6}) {
+    const int32_t dim = 2048, in = sh.dim + 12;
+    auto x = m.of(r.floats(size_t(rows) * in));
+    auto w = m.of(r.floats(size_t(2) * dim * in));
+    auto gu = m.of(std::vector<float>(size_t(rows) * 2 * dim));
+    auto out = m.of(r.floats(size_t(rows) * dim));
+    run([&] {
+          cpu::matmul({x.h, in, w.h, gu.h, 2 * dim, rows, in, 2 * dim, false});
+          cpu::swiglu({gu.h, out.h, rows, dim, 8});
+        },
+        [&] {
+          kt.matmul_swiglu(cs, {x.d, in, w.d, gu.d, 2 * dim, rows, in, 2 * dim, false}, {gu.d, out.d, rows, dim, 8});
+        });
+    verdict v;
+    v.add(m, out);
+    report("matmul + swiglu rows " + std::to_string(rows) + tag, v);
   }
 
   const int32_t bs = 16, nq = sh.heads, nkv = sh.kv_heads, hd = sh.head_dim;

@@ -241,22 +241,22 @@ __global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1)
       for (int32_t kk = in8; kk < a.in; ++kk) u = __fmaf_rn(x[kk], wu[kk], u);
       sw.out[static_cast<int64_t>(r) * sw.dim + j] = gpu::silu(g) * u;
     }
-    return;
-  }
+  } else {
 #pragma unroll
-  for (int h = 0; h < NC / 8; ++h) {
-    const int32_t o = o0 + NC * sc + 8 * h + lane;
-    if (o >= a.out) break;
-    const float* w = a.w + static_cast<int64_t>(o) * a.in;
+    for (int h = 0; h < NC / 8; ++h) {
+      const int32_t o = o0 + NC * sc + 8 * h + lane;
+      if (o >= a.out) break;
+      const float* w = a.w + static_cast<int64_t>(o) * a.in;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int32_t r = r0 + 8 * sr + i;
-      if (r >= a.rows) break;
-      const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
-      float s = mine[h][i];
-      for (int32_t kk = in8; kk < a.in; ++kk) s = __fmaf_rn(x[kk], w[kk], s);
-      float* y = a.y + static_cast<int64_t>(r) * a.ldy + o;
-      *y = a.accumulate ? *y + s : s;
+      for (int i = 0; i < 8; ++i) {
+        const int32_t r = r0 + 8 * sr + i;
+        if (r >= a.rows) break;
+        const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
+        float s = mine[h][i];
+        for (int32_t kk = in8; kk < a.in; ++kk) s = __fmaf_rn(x[kk], w[kk], s);
+        float* y = a.y + static_cast<int64_t>(r) * a.ldy + o;
+        *y = a.accumulate ? *y + s : s;
+      }
     }
   }
 }
