@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "kernels/cpu/hash.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_presets.hpp"
@@ -171,6 +173,26 @@ TEST_CASE("model forward is deterministic and batch/chunk invariant", "[model]")
     const result full = fresh.prefill(seq, {static_cast<int32_t>(seq.size())}, blocks, slot_of(preset, 3));
     CHECK(same_bits(full.logits[0], step.logits[0]));
   }
+}
+
+// Pinned logits of a 200-token prefill at seed 42 (XXH64 of the floats, seed 0, as the step
+// executor's logits_digest). A change of weight storage order, kernel fusion or launch shape must
+// not move a bit (the GPU is bitwise the CPU, so these are its digests too). A change to the
+// model's arithmetic on purpose changes them, and its commit says why.
+TEST_CASE("the tiny presets' logits are the pinned ones", "[model]") {
+  struct pin {
+    model_preset preset;
+    uint64_t digest;
+  };
+  const pin p = GENERATE(pin{model_preset::dense, 0xb79c93d82f2912fcull}, pin{model_preset::gdn_hybrid, 0x426564ad8085fa59ull},
+                         pin{model_preset::qsa_gdn_ple, 0x92dfc589d4f36bb5ull});
+  CAPTURE(to_string(p.preset));
+  harness a(p.preset, kv_dtype::fp32, 42);
+  const result r = a.prefill(make_prompt(1, 200), {200}, blocks_from(3, 13), slot_of(p.preset, 0));
+  REQUIRE(r.logits.size() == 1);
+  const uint64_t got = XXH64(r.logits[0].data(), r.logits[0].size() * sizeof(float), 0);
+  std::printf("logits digest %s: 0x%016llx\n", to_string(p.preset), static_cast<unsigned long long>(got));
+  CHECK(got == p.digest);
 }
 
 TEST_CASE("temperature sampling is reproducible per (seed, position)", "[model]") {
