@@ -176,9 +176,9 @@ TEST_CASE("model forward is deterministic and batch/chunk invariant", "[model]")
 }
 
 // Pinned logits of a 200-token prefill at seed 42 (XXH64 of the floats, seed 0, as the step
-// executor's logits_digest), taken before the gate/up weight rows were stored in runs of 8 for the
-// GPU's fused swiglu: storage order and fusion must not move a bit. A change to the model's
-// arithmetic on purpose changes these, with a line in BENCHMARKS.md or DESIGN saying why.
+// executor's logits_digest). A change of weight storage order, kernel fusion or launch shape must
+// not move a bit (the GPU is bitwise the CPU, so these are its digests too). A change to the
+// model's arithmetic on purpose changes them, and its commit says why.
 TEST_CASE("the tiny presets' logits are the pinned ones", "[model]") {
   struct pin {
     model_preset preset;
