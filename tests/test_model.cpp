@@ -184,7 +184,8 @@ TEST_CASE("the tiny presets' logits are the pinned ones", "[model]") {
     model_preset preset;
     uint64_t digest;
   };
-  const pin p = GENERATE(pin{model_preset::dense, 0xb79c93d82f2912fcull}, pin{model_preset::gdn_hybrid, 0x426564ad8085fa59ull},
+  const pin p = GENERATE(pin{model_preset::dense, 0xb79c93d82f2912fcull},
+                         pin{model_preset::gdn_hybrid, 0x426564ad8085fa59ull},
                          pin{model_preset::qsa_gdn_ple, 0x92dfc589d4f36bb5ull});
   CAPTURE(to_string(p.preset));
   harness a(p.preset, kv_dtype::fp32, 42);
