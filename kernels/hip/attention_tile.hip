@@ -67,11 +67,35 @@ __device__ inline float kv_element(const paged_attention_args& a, const void* re
                      kv_scale<dt>(scales, sl, a.num_kv_heads, kvh));
 }
 
+// Elements i..i+3 of that row: one 16-byte load with fp32 KV (`quads`: head_dim % 4 == 0 and
+// the region 16-byte aligned), else four.
+template <elem_dtype dt>
+__device__ inline float4 kv_quad(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
+                                 int64_t sl, int32_t i, bool quads) {
+  if (sl < 0) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if constexpr (dt == elem_dtype::fp32) {
+    const size_t at = static_cast<size_t>(sl) * a.num_kv_heads * a.head_dim + kvh * a.head_dim + i;
+    if (quads) return *reinterpret_cast<const float4*>(static_cast<const float*>(region) + at);
+  }
+  return make_float4(kv_element<dt>(a, region, scales, kvh, sl, i), kv_element<dt>(a, region, scales, kvh, sl, i + 1),
+                     kv_element<dt>(a, region, scales, kvh, sl, i + 2),
+                     kv_element<dt>(a, region, scales, kvh, sl, i + 3));
+}
+
 // Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
 template <elem_dtype dt>
 __device__ void stage_rows(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
-                           const int64_t* slot, float (*dst)[tile_row]) {
+                           const int64_t* slot, float (*dst)[tile_row], bool quads) {
   const int32_t hd = a.head_dim;
+  if (quads) {
+    const int32_t per_row = hd / 4;
+#pragma unroll 4
+    for (int32_t e = threadIdx.x; e < tile_positions * per_row; e += tile_threads) {
+      const int32_t p = e / per_row, i = 4 * (e % per_row);
+      *reinterpret_cast<float4*>(&dst[p][i]) = kv_quad<dt>(a, region, scales, kvh, slot[p], i, true);
+    }
+    return;
+  }
 #pragma unroll 8
   for (int32_t e = threadIdx.x; e < tile_positions * hd; e += tile_threads) {
     const int32_t p = e / hd, i = e % hd;
@@ -103,10 +127,21 @@ struct alignas(16) lane_smem {
 };
 
 // dst[i][p] = value(p, i) for p < 32, i < hd. A warp reads 4 consecutive elements of 8 rows (runs
-// of 16 bytes) and its transposed stores fall at most two to a bank.
-template <class Value>
-__device__ void stage_transposed(int32_t hd, float (*dst)[lane_row], Value value) {
+// of 16 bytes) and its transposed stores fall at most two to a bank. With `quads` (hd % 4 == 0),
+// quad(p, i) gives elements i..i+3 of row p at once.
+template <class Value, class Quad>
+__device__ void stage_transposed(int32_t hd, float (*dst)[lane_row], Value value, Quad quad, bool quads) {
   const int32_t tasks = 128 * ((hd + 15) / 16); // 32 rows × whole groups of 4 quads
+  if (quads) {
+#pragma unroll 4
+    for (int32_t t = threadIdx.x; t < tasks; t += tile_threads) {
+      const int32_t p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
+      if (i0 >= hd) continue;
+      const float4 v = quad(p, i0);
+      dst[i0][p] = v.x, dst[i0 + 1][p] = v.y, dst[i0 + 2][p] = v.z, dst[i0 + 3][p] = v.w;
+    }
+    return;
+  }
   for (int32_t t = threadIdx.x; t < tasks; t += tile_threads) {
     const int32_t p = (t >> 2) & 31, i0 = 4 * ((t & 3) + 4 * (t >> 7));
 #pragma unroll
@@ -138,13 +173,7 @@ __device__ void lane_scores(const lane_smem& sm, int32_t hd, float scale, float 
 #pragma unroll
       for (int y = 0; y < 8; ++y) s[x][y] += qr[x] * kr[y];
   }
-#pragma unroll
-  for (int y = 0; y < 8; ++y)
-#pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      const float t = gpu::lane_tree8(s[x][y]);
-      if (lane == y) out[x] = t;
-    }
+  gpu::lane_tree8_scatter<4>(s, out); // out[x]: position 8·cp + lane's score
   const int32_t p = 8 * cp + lane;
 #pragma unroll
   for (int x = 0; x < 4; ++x) {
@@ -162,29 +191,41 @@ __global__ void __launch_bounds__(tile_threads, split ? 3 : 2)
   const int32_t tid = threadIdx.x, h = blockIdx.y, hd = a.head_dim;
   const int32_t kvh = h / (a.num_q_heads / a.num_kv_heads);
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  if (tid == 0) {
-    find_tile(a, tile_req, tile_row0, tile_rows);
-    int32_t limit = 0; // the most positions any query of the tile attends
-    for (int32_t q = 0; tile_req >= 0 && q < tile_rows; ++q)
-      limit = a.batch.positions[tile_row0 + q] + 1 > limit ? a.batch.positions[tile_row0 + q] + 1 : limit;
-    tile_limit = limit;
+  if (tid < tile_queries) { // the tile, and the most positions any of its queries attends, in one warp
+    int32_t req, row0, rows;
+    find_tile(a, req, row0, rows);
+    int32_t limit = req >= 0 && tid < rows ? a.batch.positions[row0 + tid] + 1 : 0;
+    for (int off = tile_queries / 2; off > 0; off /= 2) {
+      const int32_t other = ORDO_SHFL_XOR(limit, off);
+      limit = other > limit ? other : limit;
+    }
+    if (tid == 0) tile_req = req, tile_row0 = row0, tile_rows = rows, tile_limit = limit;
   }
   __syncthreads();
   const int32_t req = tile_req, row0 = tile_row0, nq = tile_rows, limit = tile_limit;
   const int32_t c_first = split ? static_cast<int32_t>(blockIdx.z) * attention_chunk : 0;
   const int32_t c_end = split ? c_first + 1 : limit;
   if (req < 0 || c_first >= limit) return; // the same for the whole block, before any staging
-  stage_transposed(hd, sm.qt, [&](int32_t q, int32_t i) {
-    return q < nq ? a.q[static_cast<int64_t>(row0 + q) * a.ldq + h * hd + i] : 0.0f;
-  });
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool q_quads = hd % 4 == 0 && a.ldq % 4 == 0 && aligned(a.q);
+  const bool kv_quads = dt == elem_dtype::fp32 && hd % 4 == 0 && aligned(a.k) && aligned(a.v);
+  const float* q_rows = a.q + static_cast<int64_t>(row0) * a.ldq + h * hd;
+  stage_transposed(
+      hd, sm.qt, [&](int32_t q, int32_t i) { return q < nq ? q_rows[static_cast<int64_t>(q) * a.ldq + i] : 0.0f; },
+      [&](int32_t q, int32_t i) {
+        return q < nq ? *reinterpret_cast<const float4*>(q_rows + static_cast<int64_t>(q) * a.ldq + i)
+                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      },
+      q_quads);
   if (tid < tile_queries) {
     sm.count[tid] = tid < nq ? a.batch.positions[row0 + tid] + 1 : 0;
     sm.m[tid] = -INFINITY;
   }
   __syncthreads();
   const auto stage_k = [&](const int64_t* slot) {
-    stage_transposed(hd, sm.kv.kt,
-                     [&](int32_t p, int32_t i) { return kv_element<dt>(a, a.k, a.k_scale, kvh, slot[p], i); });
+    stage_transposed(
+        hd, sm.kv.kt, [&](int32_t p, int32_t i) { return kv_element<dt>(a, a.k, a.k_scale, kvh, slot[p], i); },
+        [&](int32_t p, int32_t i) { return kv_quad<dt>(a, a.k, a.k_scale, kvh, slot[p], i, true); }, kv_quads);
   };
   const int32_t lane = tid & 7, cq = tid >> 5, cp = (tid >> 3) & 3;
 
@@ -269,7 +310,7 @@ __global__ void __launch_bounds__(tile_threads, split ? 3 : 2)
       const int32_t j0 = c0 + half * tile_positions;
       if (j0 >= limit) break; // the same for the whole block
       __syncthreads(); // the weights are written; the staged K is consumed
-      stage_rows<dt>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv.v);
+      stage_rows<dt>(a, a.v, a.v_scale, kvh, sm.slot + half * tile_positions, sm.kv.v, kv_quads);
       __syncthreads();
       for (int32_t p = 0; p < tile_positions; ++p) {
         const int32_t t = half * tile_positions + p;

@@ -113,6 +113,31 @@ __device__ inline float lane_tree8(float s) {
   s += ORDO_SHFL_XOR(s, 4);
   return s;
 }
+
+// lane_tree8 of C × 8 sums at once, scattered: thread lane (= thread & 7) returns in out[c] the
+// tree of v[c][lane] over the 8 lanes. Each stage keeps half of what is left and sends the partner
+// the other half (one shuffle per pair where lane_tree8 spends one per value), so 7·C shuffles
+// instead of 24·C; every sum meets the same partner sums at the same stage as in lane_tree8, so
+// the results are its bits. v is consumed.
+template <int C>
+__device__ inline void lane_tree8_scatter(float (&v)[C][8], float (&out)[C]) {
+  const int32_t lane = threadIdx.x & 7;
+  // After the stage of distance d, v[c][p] holds the partial sum of element p·2d + (lane mod 2d).
+#pragma unroll
+  for (int d = 1; d < 8; d *= 2) {
+    const bool hi = (lane & d) != 0;
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int p = 0; p < 4 / d; ++p) {
+        const float keep = hi ? v[c][2 * p + 1] : v[c][2 * p];
+        const float send = hi ? v[c][2 * p] : v[c][2 * p + 1];
+        v[c][p] = keep + ORDO_SHFL_XOR(send, d);
+      }
+  }
+#pragma unroll
+  for (int c = 0; c < C; ++c) out[c] = v[c][0];
+}
 #endif
 
 // 2^k for k in the normal range, exactly.

@@ -215,15 +215,11 @@ __global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1)
     }
     __syncthreads();
   }
-  // Every lane ends with every cell's full sum; lane j writes outputs NC·sc + 8h + j of its 8 rows.
-  float mine[NC / 8][8];
-#pragma unroll
-  for (int n = 0; n < NC; ++n)
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float s = gpu::lane_tree8(acc[i][n]);
-      if (lane == n % 8) mine[n / 8][i] = s;
-    }
+  // Lane j ends with the full sums of outputs NC·sc + 8h + j of its 8 rows: sum[i·(NC / 8) + h],
+  // acc[i][8h + j] summed over the lanes (scattered: 7 shuffles per 8 sums, not 24).
+  constexpr int H = NC / 8;
+  float sum[8 * H];
+  gpu::lane_tree8_scatter<8 * H>(reinterpret_cast<float (&)[8 * H][8]>(acc), sum);
   if constexpr (fused) {
     // Lane j holds gate o and its up o + 8 (o = o0 + 16·sc + j): the output j' = o0 / 2 + 8·sc + j.
     const int32_t o = o0 + NC * sc + lane;
@@ -236,14 +232,14 @@ __global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1)
       const int32_t r = r0 + 8 * sr + i;
       if (r >= a.rows) break;
       const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
-      float g = mine[0][i], u = mine[1][i];
+      float g = sum[H * i], u = sum[H * i + 1];
       for (int32_t kk = in8; kk < a.in; ++kk) g = __fmaf_rn(x[kk], wg[kk], g);
       for (int32_t kk = in8; kk < a.in; ++kk) u = __fmaf_rn(x[kk], wu[kk], u);
       sw.out[static_cast<int64_t>(r) * sw.dim + j] = gpu::silu(g) * u;
     }
   } else {
 #pragma unroll
-    for (int h = 0; h < NC / 8; ++h) {
+    for (int h = 0; h < H; ++h) {
       const int32_t o = o0 + NC * sc + 8 * h + lane;
       if (o >= a.out) break;
       const float* w = a.w + static_cast<int64_t>(o) * a.in;
@@ -252,7 +248,7 @@ __global__ void __launch_bounds__(threads, NC == 8 ? 512 / threads : 1)
         const int32_t r = r0 + 8 * sr + i;
         if (r >= a.rows) break;
         const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
-        float s = mine[h][i];
+        float s = sum[H * i + h];
         for (int32_t kk = in8; kk < a.in; ++kk) s = __fmaf_rn(x[kk], w[kk], s);
         float* y = a.y + static_cast<int64_t>(r) * a.ldy + o;
         *y = a.accumulate ? *y + s : s;
