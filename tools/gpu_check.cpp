@@ -508,6 +508,39 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
       check_split(c, 300 / attention_chunk + 1, "paged_attention tiles split ");
     }
+    {
+      // The tiles' staging without 16-byte loads: queries at a stride of nq·hd + 1 floats, and a
+      // head_dim of 18 (K and V rows not a multiple of 4 elements, and a tail past the 8 lanes),
+      // by one block per tile and by one per chunk.
+      const int32_t hd2 = 18, ldq2 = nq * hd2 + 1;
+      batch_pair b2 = make_batch(m, r, {{70, 0}, {45, 150}}, bs);
+      const size_t slots2 = size_t(b2.num_blocks) * bs, row2 = size_t(nkv) * hd2;
+      auto k2 = m.of(random_kv_bytes(r, dt, slots2 * row2));
+      auto v2 = m.of(random_kv_bytes(r, dt, slots2 * row2));
+      auto ks2 = m.of(r.floats(fp8 ? slots2 * nkv : 1, 0.001f, 0.02f));
+      auto vs2 = m.of(r.floats(fp8 ? slots2 * nkv : 1, 0.001f, 0.02f));
+      const int32_t rows2 = b2.h.num_tokens;
+      auto q2 = m.of(r.floats(size_t(rows2) * ldq2, -3, 3));
+      auto out2 = m.of(std::vector<float>(size_t(rows2) * nq * hd2));
+      paged_attention_args h2{b2.h, q2.h, ldq2, k2.h, v2.h, fp8 ? ks2.h : nullptr, fp8 ? vs2.h : nullptr, dt, out2.h,
+                              nq * hd2, nq, nkv, hd2, bs};
+      paged_attention_args d2{b2.d, q2.d, ldq2, k2.d, v2.d, fp8 ? ks2.d : nullptr, fp8 ? vs2.d : nullptr, dt, out2.d,
+                              nq * hd2, nq, nkv, hd2, bs};
+      run([&] { cpu::paged_attention(h2); }, [&] { kt.paged_attention(cs, d2); });
+      verdict vu;
+      vu.add(m, out2);
+      const int64_t chunks2 = (150 + 45) / attention_chunk + 1, cap2 = int64_t(rows2) * nq * chunks2 * (hd2 + 2);
+      auto scratch2 = m.of(std::vector<float>(size_t(cap2)));
+      auto counts2 = m.of(std::vector<uint32_t>(size_t(cap2 / (hd2 + 2))));
+      d2.partials = scratch2.d;
+      d2.partials_floats = cap2;
+      d2.partial_counts = counts2.d;
+      const std::vector<float> zeros2(out2.n, 0.0f);
+      gpu.copy_async(cs, out2.d, zeros2.data(), zeros2.size() * sizeof(float));
+      run([&] { cpu::paged_attention(h2); }, [&] { kt.paged_attention(cs, d2); });
+      vu.add(m, out2);
+      report(std::string("paged_attention tiles unaligned ") + to_string(dt) + tag, vu);
+    }
 
     // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.
     const int32_t idim = 8, group = 4;
