@@ -721,6 +721,17 @@ int run_bench_offload(const bench_offload_options& o) {
         a.checksum = sums_d + c;
       return a;
     };
+    // The copy kernels alone: every chunk's scatter from (gather into) the arena in one batch, with
+    // no store step and no checksum. What the link gives a kernel that reads or writes mapped host
+    // memory on this machine, beside the copy engine's plain copies.
+    const auto kernels_alone = [&](bool to_host) {
+      std::vector<unit_copy_args> batch;
+      for (int32_t c = 0; c < o.chunks; ++c)
+        batch.push_back(copy_of(c, arena + static_cast<size_t>(c) * chunk_bytes, to_host, false));
+      const stream_kind stream = to_host ? stream_kind::save : stream_kind::load;
+      return best_time(*dev, o.repeats, [&] { table->unit_copy_batch(stream, batch.data(), batch.size()); });
+    };
+    const double scatter_alone = kernels_alone(false), gather_alone = kernels_alone(true);
     // One round's transfers: every chunk into its granted bytes in one batch (as a node's step
     // enqueues its loads or saves), then one synchronize. Summed: the sums are zeroed first, and
     // come back as each chunk's finished checksum.
@@ -848,6 +859,8 @@ int run_bench_offload(const bench_offload_options& o) {
     const double memcpy_h2d_gbps = gbps(static_cast<double>(total), memcpy_h2d);
     const double memcpy_d2h_gbps = gbps(static_cast<double>(total), memcpy_d2h);
     const double checksum_gbps = gbps(static_cast<double>(total), checksum);
+    const double gather_alone_gbps = gbps(static_cast<double>(total), gather_alone);
+    const double scatter_alone_gbps = gbps(static_cast<double>(total), scatter_alone);
     const double save_gbps = gbps(static_cast<double>(total), save);
     const double save_hashed_gbps = gbps(static_cast<double>(total), save_hashed);
     const double load_hashed_gbps = gbps(static_cast<double>(total), load_hashed);
@@ -866,6 +879,10 @@ int run_bench_offload(const bench_offload_options& o) {
                 memcpy_h2d_gbps, "1.00");
     std::printf("%-42s %12zu %10.3f %8.2f %9s\n", "checksum of the data (host threads)", total, checksum * 1e3, checksum_gbps,
                 "-");
+    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "gather kernel alone (no step, no sum)", total,
+                gather_alone * 1e3, gather_alone_gbps, ratio(gather_alone_gbps, memcpy_d2h_gbps));
+    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "scatter kernel alone (no step, no sum)", total,
+                scatter_alone * 1e3, scatter_alone_gbps, ratio(scatter_alone_gbps, memcpy_h2d_gbps));
     std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "save, host hashes: commit + reserve + gather", total,
                 save_hashed * 1e3, save_hashed_gbps, ratio(save_hashed_gbps, memcpy_d2h_gbps));
     std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "save: commit + reserve + gather (summing)", total, save * 1e3,
@@ -905,6 +922,8 @@ int run_bench_offload(const bench_offload_options& o) {
                         {"memcpy_d2h_gbps", memcpy_d2h_gbps},
                         {"memcpy_h2d_gbps", memcpy_h2d_gbps},
                         {"checksum_gbps", checksum_gbps},
+                        {"gather_alone_gbps", gather_alone_gbps},
+                        {"scatter_alone_gbps", scatter_alone_gbps},
                         {"save_ratio", ratio(save_gbps, memcpy_d2h_gbps)},
                         {"load_ratio", ratio(load_gbps, memcpy_h2d_gbps)}};
     if (remote) {

@@ -16,6 +16,7 @@ quick=0
 [[ ${1:-} == --quick ]] && quick=1
 exec > >(tee -a "$out/speed.txt") 2>&1
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+nvidia-smi topo -m 2>&1 | head -3 # the GPU's CPU and NUMA affinity: the host tier's kernels read across the link
 steps=32
 ((quick)) && steps=8
 F=(--config configs/dense.toml --set model.size=1b --set device.kind=hip --set cache.num_blocks=1024 --prompt-tokens 512)
