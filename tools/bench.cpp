@@ -128,6 +128,11 @@ phase_result run_prefill(step_executor& exec, const forward_workload& w, std::ve
   return res;
 }
 
+// Step numbers (command_header::seq) of each phase of `bench forward`, so that the steps of a
+// recorded run tell their phase: prefill from 1, decode from decode_seq, the untimed step that
+// warms the saves at warm_save_seq, and round r of decode with saves from saving_seq + r · round_seqs.
+constexpr uint64_t decode_seq = 1000000, warm_save_seq = 1900000, saving_seq = 2000000, round_seqs = 10000;
+
 // Rounds of `bench forward --save-chunks`: each runs the decode steps again from the prefill's
 // end, every other step carrying saves (run_decode_interleaved).
 constexpr int32_t save_rounds = 3;
@@ -184,7 +189,7 @@ phase_result run_decode(step_executor& exec, const forward_workload& w, std::vec
   phase_result res;
   auto t0 = clock_type::now();
   for (int32_t step = 0; step < w.decode; ++step)
-    decode_step(exec, w, decode_plan(w, step, last_token, 1000000 + static_cast<uint64_t>(step)), last_token, res);
+    decode_step(exec, w, decode_plan(w, step, last_token, decode_seq + static_cast<uint64_t>(step)), last_token, res);
   res.seconds = seconds_since(t0);
   return res;
 }
@@ -201,7 +206,7 @@ std::pair<phase_result, phase_result> run_decode_interleaved(step_executor& exec
     std::vector<int32_t> last_token = from;
     for (int32_t step = 0; step < w.decode; ++step) {
       step_plan plan =
-          decode_plan(w, step, last_token, 2000000 + static_cast<uint64_t>(round) * 10000 + static_cast<uint64_t>(step));
+          decode_plan(w, step, last_token, saving_seq + static_cast<uint64_t>(round) * round_seqs + static_cast<uint64_t>(step));
       const bool with_saves = step % 2 == 1;
       if (with_saves)
         saves.add(plan, w, saving_steps++);
@@ -350,7 +355,7 @@ int run_bench_forward(const bench_forward_options& o) {
       std::optional<std::pair<phase_result, phase_result>> saves;
       if (o.save_chunks > 0) {
         // One untimed step with saves first: a device's first save may set up buffers.
-        step_plan first = decode_plan(w, 0, last_token, 1900000);
+        step_plan first = decode_plan(w, 0, last_token, warm_save_seq);
         rotation.add(first, w, 0);
         run_step(exec, first);
         saves = run_decode_interleaved(exec, w, last_token, rotation, save_rounds);
