@@ -2,10 +2,10 @@
 # Issue 14's speed table in one device call, from the repository root, with a bundle made by
 # `make gpu-bundle`: `gpu-bundle/speed [--quick]`. gpu_check first (every exact kernel bitwise
 # against the CPU), then dense 1b exact and bf16 (also with prefill steps of 2048 tokens) against
-# tools/torch_reference.py's CUDA-graph anchors, and ncu on one exact prefill step kernel by
-# kernel; then the matmul table, decode while saving (dense and qsa_gdn_ple), the host tier's
-# save / load against a plain copy, and the lane tiles' stall reasons. Each block is bounded by a
-# timeout; everything is also written to ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since
+# tools/torch_reference.py's CUDA-graph anchors, exact with bf16 and fp8 KV, and ncu on one exact
+# prefill step kernel by kernel; then the matmul table, decode while saving (dense and
+# qsa_gdn_ple), the host tier's save / load against a plain copy, and the lane tiles' stall
+# reasons. Each block is bounded by a timeout; everything is also written to ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since
 # a call returns only the tail of its output. --quick: decode 8 steps, and stop after the step's
 # kernels.
 set -uo pipefail
@@ -41,6 +41,10 @@ echo "== ordo bf16, max_batch_tokens 2048"
 forward --set model.weight_dtype=bf16 --set scheduler.max_batch_tokens=2048
 echo "== torch bf16 + CUDA graph"
 torch bf16
+for kv in bf16 fp8; do
+  echo "== ordo exact, $kv KV"
+  forward --set model.kv_dtype=$kv
+done
 if command -v ncu >/dev/null; then
   echo "== ncu: one exact prefill step of 512 tokens, kernel by kernel (ncu_forward.txt)"
   timeout 150 ncu --metrics gpu__time_duration.sum --print-summary per-kernel "$run" bench forward "${F[@]}" \
