@@ -5,9 +5,9 @@
 # tools/torch_reference.py's CUDA-graph anchors, exact with bf16 and fp8 KV, and ncu on one exact
 # prefill step kernel by kernel; then the matmul table, decode while saving (dense and
 # qsa_gdn_ple), the host tier's save / load against a plain copy, and the lane tiles' stall
-# reasons. Each block is bounded by a timeout; everything is also written to ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since
-# a call returns only the tail of its output. --quick: decode 8 steps, and stop after the step's
-# kernels.
+# reasons. Each block is bounded by a timeout; everything is also written to
+# ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since a call returns only the tail of its
+# output. --quick: decode 8 steps, and stop after the step's kernels.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="$here/run"
