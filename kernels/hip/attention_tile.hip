@@ -67,19 +67,20 @@ __device__ inline float kv_element(const paged_attention_args& a, const void* re
                      kv_scale<dt>(scales, sl, a.num_kv_heads, kvh));
 }
 
-// Elements i..i+3 of that row: one 16-byte load with fp32 KV (`quads`: head_dim % 4 == 0 and
-// the region 16-byte aligned), else four.
+// Elements i..i+3 of that row, for the staging's `quads` path (fp32 KV, head_dim % 4 == 0, the
+// region 16-byte aligned): one 16-byte load. Other dtypes never take that path; they read four.
 template <elem_dtype dt>
 __device__ inline float4 kv_quad(const paged_attention_args& a, const void* region, const float* scales, int32_t kvh,
-                                 int64_t sl, int32_t i, bool quads) {
+                                 int64_t sl, int32_t i) {
   if (sl < 0) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if constexpr (dt == elem_dtype::fp32) {
     const size_t at = static_cast<size_t>(sl) * a.num_kv_heads * a.head_dim + kvh * a.head_dim + i;
-    if (quads) return *reinterpret_cast<const float4*>(static_cast<const float*>(region) + at);
+    return *reinterpret_cast<const float4*>(static_cast<const float*>(region) + at);
+  } else {
+    return make_float4(kv_element<dt>(a, region, scales, kvh, sl, i), kv_element<dt>(a, region, scales, kvh, sl, i + 1),
+                       kv_element<dt>(a, region, scales, kvh, sl, i + 2),
+                       kv_element<dt>(a, region, scales, kvh, sl, i + 3));
   }
-  return make_float4(kv_element<dt>(a, region, scales, kvh, sl, i), kv_element<dt>(a, region, scales, kvh, sl, i + 1),
-                     kv_element<dt>(a, region, scales, kvh, sl, i + 2),
-                     kv_element<dt>(a, region, scales, kvh, sl, i + 3));
 }
 
 // Stage the K or V rows of head kvh at slot[0, tile_positions) as floats (zeros where slot < 0).
@@ -92,7 +93,7 @@ __device__ void stage_rows(const paged_attention_args& a, const void* region, co
 #pragma unroll 4
     for (int32_t e = threadIdx.x; e < tile_positions * per_row; e += tile_threads) {
       const int32_t p = e / per_row, i = 4 * (e % per_row);
-      *reinterpret_cast<float4*>(&dst[p][i]) = kv_quad<dt>(a, region, scales, kvh, slot[p], i, true);
+      *reinterpret_cast<float4*>(&dst[p][i]) = kv_quad<dt>(a, region, scales, kvh, slot[p], i);
     }
     return;
   }
@@ -194,7 +195,10 @@ __global__ void __launch_bounds__(tile_threads, split ? 3 : 2)
   if (tid < tile_queries) { // the tile, and the most positions any of its queries attends, in one warp
     int32_t req, row0, rows;
     find_tile(a, req, row0, rows);
-    int32_t limit = req >= 0 && tid < rows ? a.batch.positions[row0 + tid] + 1 : 0;
+    const int32_t count = req >= 0 && tid < rows ? a.batch.positions[row0 + tid] + 1 : 0;
+    sm.count[tid] = count; // positions query tid attends (0 past the tile's rows)
+    sm.m[tid] = -INFINITY;
+    int32_t limit = count;
     for (int off = tile_queries / 2; off > 0; off /= 2) {
       const int32_t other = ORDO_SHFL_XOR(limit, off);
       limit = other > limit ? other : limit;
@@ -217,15 +221,11 @@ __global__ void __launch_bounds__(tile_threads, split ? 3 : 2)
                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       },
       q_quads);
-  if (tid < tile_queries) {
-    sm.count[tid] = tid < nq ? a.batch.positions[row0 + tid] + 1 : 0;
-    sm.m[tid] = -INFINITY;
-  }
   __syncthreads();
   const auto stage_k = [&](const int64_t* slot) {
     stage_transposed(
         hd, sm.kv.kt, [&](int32_t p, int32_t i) { return kv_element<dt>(a, a.k, a.k_scale, kvh, slot[p], i); },
-        [&](int32_t p, int32_t i) { return kv_quad<dt>(a, a.k, a.k_scale, kvh, slot[p], i, true); }, kv_quads);
+        [&](int32_t p, int32_t i) { return kv_quad<dt>(a, a.k, a.k_scale, kvh, slot[p], i); }, kv_quads);
   };
   const int32_t lane = tid & 7, cq = tid >> 5, cp = (tid >> 3) & 3;
 
