@@ -452,28 +452,32 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       mirror::pair<float> q, out;
       paged_attention_args h, d;
     };
-    const auto make_case = [&](const std::vector<req_spec>& reqs) {
+    // (The queries' row stride ldq and the head_dim default to the shape's: nq·hd and hd.)
+    const auto make_case = [&](const std::vector<req_spec>& reqs, int32_t chd = 0, int32_t ldq = 0) {
+      chd = chd ? chd : hd;
+      ldq = ldq ? ldq : nq * chd;
       attention_case c{make_batch(m, r, reqs, bs), {}, {}, {}, {}};
-      const size_t cslots = size_t(c.b.num_blocks) * bs;
-      auto ck = m.of(random_kv_bytes(r, dt, cslots * row));
-      auto cv = m.of(random_kv_bytes(r, dt, cslots * row));
+      const size_t cslots = size_t(c.b.num_blocks) * bs, crow = size_t(nkv) * chd;
+      auto ck = m.of(random_kv_bytes(r, dt, cslots * crow));
+      auto cv = m.of(random_kv_bytes(r, dt, cslots * crow));
       auto cks = m.of(r.floats(fp8 ? cslots * nkv : 1, 0.001f, 0.02f));
       auto cvs = m.of(r.floats(fp8 ? cslots * nkv : 1, 0.001f, 0.02f));
       const int32_t rows = c.b.h.num_tokens;
-      c.q = m.of(r.floats(size_t(rows) * nq * hd, -3, 3));
-      c.out = m.of(std::vector<float>(size_t(rows) * nq * hd));
-      c.h = {c.b.h, c.q.h, nq * hd, ck.h, cv.h, fp8 ? cks.h : nullptr, fp8 ? cvs.h : nullptr, dt, c.out.h, nq * hd,
-             nq, nkv, hd, bs};
-      c.d = {c.b.d, c.q.d, nq * hd, ck.d, cv.d, fp8 ? cks.d : nullptr, fp8 ? cvs.d : nullptr, dt, c.out.d, nq * hd,
-             nq, nkv, hd, bs};
+      c.q = m.of(r.floats(size_t(rows) * ldq, -3, 3));
+      c.out = m.of(std::vector<float>(size_t(rows) * nq * chd));
+      c.h = {c.b.h, c.q.h, ldq, ck.h, cv.h, fp8 ? cks.h : nullptr, fp8 ? cvs.h : nullptr, dt, c.out.h, nq * chd,
+             nq, nkv, chd, bs};
+      c.d = {c.b.d, c.q.d, ldq, ck.d, cv.d, fp8 ? cks.d : nullptr, fp8 ? cvs.d : nullptr, dt, c.out.d, nq * chd,
+             nq, nkv, chd, bs};
       return c;
     };
     // A case run with scratch for `chunks` chunks per row, twice (the second time into a cleared
     // output: the fold's counters must have been set back to zero), against the CPU's fold.
     const auto check_split = [&](attention_case& c, int64_t chunks, const std::string& name) {
-      const int64_t cap = int64_t(c.b.h.num_tokens) * nq * chunks * (hd + 2);
+      const int32_t chd = c.h.head_dim;
+      const int64_t cap = int64_t(c.b.h.num_tokens) * nq * chunks * (chd + 2);
       auto scratch = m.of(std::vector<float>(size_t(cap)));
-      auto counts = m.of(std::vector<uint32_t>(size_t(cap / (hd + 2))));
+      auto counts = m.of(std::vector<uint32_t>(size_t(cap / (chd + 2))));
       c.d.partials = scratch.d;
       c.d.partials_floats = cap;
       c.d.partial_counts = counts.d;
@@ -512,34 +516,13 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       // The tiles' staging without 16-byte loads: queries at a stride of nq·hd + 1 floats, and a
       // head_dim of 18 (K and V rows not a multiple of 4 elements, and a tail past the 8 lanes),
       // by one block per tile and by one per chunk.
-      const int32_t hd2 = 18, ldq2 = nq * hd2 + 1;
-      batch_pair b2 = make_batch(m, r, {{70, 0}, {45, 150}}, bs);
-      const size_t slots2 = size_t(b2.num_blocks) * bs, row2 = size_t(nkv) * hd2;
-      auto k2 = m.of(random_kv_bytes(r, dt, slots2 * row2));
-      auto v2 = m.of(random_kv_bytes(r, dt, slots2 * row2));
-      auto ks2 = m.of(r.floats(fp8 ? slots2 * nkv : 1, 0.001f, 0.02f));
-      auto vs2 = m.of(r.floats(fp8 ? slots2 * nkv : 1, 0.001f, 0.02f));
-      const int32_t rows2 = b2.h.num_tokens;
-      auto q2 = m.of(r.floats(size_t(rows2) * ldq2, -3, 3));
-      auto out2 = m.of(std::vector<float>(size_t(rows2) * nq * hd2));
-      paged_attention_args h2{b2.h, q2.h, ldq2, k2.h, v2.h, fp8 ? ks2.h : nullptr, fp8 ? vs2.h : nullptr, dt, out2.h,
-                              nq * hd2, nq, nkv, hd2, bs};
-      paged_attention_args d2{b2.d, q2.d, ldq2, k2.d, v2.d, fp8 ? ks2.d : nullptr, fp8 ? vs2.d : nullptr, dt, out2.d,
-                              nq * hd2, nq, nkv, hd2, bs};
-      run([&] { cpu::paged_attention(h2); }, [&] { kt.paged_attention(cs, d2); });
+      const int32_t hd2 = 18;
+      attention_case c = make_case({{70, 0}, {45, 150}}, hd2, nq * hd2 + 1);
+      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
       verdict vu;
-      vu.add(m, out2);
-      const int64_t chunks2 = (150 + 45) / attention_chunk + 1, cap2 = int64_t(rows2) * nq * chunks2 * (hd2 + 2);
-      auto scratch2 = m.of(std::vector<float>(size_t(cap2)));
-      auto counts2 = m.of(std::vector<uint32_t>(size_t(cap2 / (hd2 + 2))));
-      d2.partials = scratch2.d;
-      d2.partials_floats = cap2;
-      d2.partial_counts = counts2.d;
-      const std::vector<float> zeros2(out2.n, 0.0f);
-      gpu.copy_async(cs, out2.d, zeros2.data(), zeros2.size() * sizeof(float));
-      run([&] { cpu::paged_attention(h2); }, [&] { kt.paged_attention(cs, d2); });
-      vu.add(m, out2);
+      vu.add(m, c.out);
       report(std::string("paged_attention tiles unaligned ") + to_string(dt) + tag, vu);
+      check_split(c, (150 + 45) / attention_chunk + 1, "paged_attention tiles unaligned split ");
     }
 
     // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.
