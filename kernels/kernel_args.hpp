@@ -265,6 +265,12 @@ struct unit_copy_args {
   // stores to host memory stall the forward's own memory accesses (BENCHMARKS.md, "Decode while
   // saves run").
   bool beside_forward = false;
+  // A GPU's scatter (with unit_bytes set) lets the copy engine move the host buffer into a device
+  // buffer and scatters from there: a kernel's reads of mapped host memory wait a round trip over
+  // the link each, and gave 0.56 to 0.90 of a plain copy on different machines with the same code
+  // (BENCHMARKS.md, "Loads staged through device memory"). direct_host keeps the kernel on the
+  // mapped host buffer either way (bench offload's kernel rows measure both).
+  bool direct_host = false;
 };
 
 } // namespace ordo

@@ -82,7 +82,9 @@ check "offload reports both paths against the plain copy" \
 check "offload reports the host-hashing paths beside the summing ones" \
   grep -qE '"load_host_checksum_gbps":[0-9.e+-]+.*"save_host_checksum_gbps":[0-9.e+-]+' <(json "$tmp/offload")
 check "offload reports the copy kernels alone beside the plain copies" \
-  grep -qE '"gather_alone_gbps":[0-9.e+-]+.*"scatter_alone_gbps":[0-9.e+-]+' <(json "$tmp/offload")
+  grep -qE '"gather_alone_gbps":[0-9.e+-]+.*"scatter_alone_gbps":[0-9.e+-]+,"scatter_staged_alone_gbps":[0-9.e+-]+' <(json "$tmp/offload")
+check "offload reports loads whose scatter reads host memory beside the staged ones" \
+  grep -qE '"load_direct_ratio":[0-9.e+-]+' <(json "$tmp/offload")
 check "offload saves 4 chunks of 4 blocks" grep -q '"blocks_per_chunk":4,.*"chunks":4,' <(json "$tmp/offload")
 check "offload also runs through a store server process, against the in-process tier" \
   grep -qE '"store_load_of_in_process":[0-9.e+-]+.*"store_save_of_in_process":[0-9.e+-]+' <(json "$tmp/offload")

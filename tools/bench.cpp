@@ -717,37 +717,42 @@ int run_bench_offload(const bench_offload_options& o) {
     auto* sums_h = static_cast<uint64_t*>(dev->alloc_host_pinned(8 * static_cast<size_t>(o.chunks)));
     auto* zeros_h = static_cast<uint64_t*>(dev->alloc_host_pinned(8 * static_cast<size_t>(o.chunks)));
     std::memset(zeros_h, 0, 8 * static_cast<size_t>(o.chunks));
-    auto copy_of = [&](int32_t c, uint8_t* host, bool to_host, bool summed) {
+    // `direct`: the kernel reads (or writes) the mapped host buffer even where a GPU would stage it.
+    auto copy_of = [&](int32_t c, uint8_t* host, bool to_host, bool summed, bool direct) {
       const int32_t* ids = unit_ids_d + static_cast<size_t>(c) * static_cast<size_t>(blocks_per_chunk);
       unit_copy_args a = chunk_copy_args(copy_fields, ids, blocks_per_chunk, host,
                                          to_host ? unit_copy_direction::gather : unit_copy_direction::scatter,
                                          /*segment_major=*/true);
       if (summed)
         a.checksum = sums_d + c;
+      a.direct_host = direct;
       return a;
     };
-    // The copy kernels alone: every chunk's scatter from (gather into) the arena in one batch, with
-    // no store step and no checksum. What the link gives a kernel that reads or writes mapped host
-    // memory on this machine, beside the copy engine's plain copies.
-    const auto kernels_alone = [&](bool to_host) {
+    // The copies alone: every chunk's scatter from (gather into) the arena in one batch, with no
+    // store step and no checksum. Direct: what the link gives a kernel that reads or writes mapped
+    // host memory on this machine, beside the copy engine's plain copies; staged (loads): the copy
+    // engine's copies into device memory, then the scatter from there.
+    const auto copies_alone = [&](bool to_host, bool direct) {
       std::vector<unit_copy_args> batch;
       for (int32_t c = 0; c < o.chunks; ++c)
-        batch.push_back(copy_of(c, arena + static_cast<size_t>(c) * chunk_bytes, to_host, false));
+        batch.push_back(copy_of(c, arena + static_cast<size_t>(c) * chunk_bytes, to_host, false, direct));
       const stream_kind stream = to_host ? stream_kind::save : stream_kind::load;
       return best_time(*dev, o.repeats, [&] { table->unit_copy_batch(stream, batch.data(), batch.size()); });
     };
-    const double scatter_alone = kernels_alone(false), gather_alone = kernels_alone(true);
+    const double scatter_alone = copies_alone(false, true), gather_alone = copies_alone(true, true);
+    const double scatter_staged_alone = copies_alone(false, false);
     // One round's transfers: every chunk into its granted bytes in one batch (as a node's step
     // enqueues its loads or saves), then one synchronize. Summed: the sums are zeroed first, and
     // come back as each chunk's finished checksum.
-    auto transfer_all = [&](const std::vector<store_grant>& grants, uint8_t* base, bool to_host, bool summed) {
+    auto transfer_all = [&](const std::vector<store_grant>& grants, uint8_t* base, bool to_host, bool summed,
+                            bool direct) {
       const stream_kind stream = to_host ? stream_kind::save : stream_kind::load;
       const size_t sums_bytes = 8 * static_cast<size_t>(o.chunks);
       if (summed)
         dev->copy_async(stream, sums_d, zeros_h, sums_bytes);
       std::vector<unit_copy_args> batch;
       for (int32_t c = 0; c < o.chunks; ++c)
-        batch.push_back(copy_of(c, base + grants[static_cast<size_t>(c)].data_offset, to_host, summed));
+        batch.push_back(copy_of(c, base + grants[static_cast<size_t>(c)].data_offset, to_host, summed, direct));
       table->unit_copy_batch(stream, batch.data(), batch.size());
       if (summed)
         dev->copy_async(stream, sums_h, sums_d, sums_bytes);
@@ -771,8 +776,10 @@ int run_bench_offload(const bench_offload_options& o) {
     };
     // `summed`: the gathers sum each object's checksum and the commits carry it, the pins check
     // headers only and the scatters' sums are checked against the grants (a node's transfers);
-    // otherwise the store hashes each object on the host at commit and at pin.
-    auto run_path = [&](const std::function<store_step_done(store_step)>& step, uint8_t* base, bool summed) {
+    // otherwise the store hashes each object on the host at commit and at pin. `direct`: the copy
+    // kernels use the mapped host buffers even where a GPU would stage them.
+    auto run_path = [&](const std::function<store_step_done(store_step)>& step, uint8_t* base, bool summed,
+                        bool direct = false) {
       path_times t;
       uint64_t seq = 0;
       auto send = [&](store_step s) {
@@ -806,7 +813,7 @@ int run_bench_offload(const bench_offload_options& o) {
         auto t0 = clock_type::now();
         auto d = send(std::move(s));
         granted(d.reserves, "reserve");
-        checksums = transfer_all(d.reserves, base, true, summed);
+        checksums = transfer_all(d.reserves, base, true, summed, direct);
         if (r >= 0)
           t.save = std::min(t.save, seconds_since(t0));
       }
@@ -824,7 +831,7 @@ int run_bench_offload(const bench_offload_options& o) {
         auto t0 = clock_type::now();
         auto d = send(std::move(s));
         granted(d.pins, "pin");
-        const auto loaded = transfer_all(d.pins, base, false, summed);
+        const auto loaded = transfer_all(d.pins, base, false, summed, direct);
         for (size_t c = 0; c < loaded.size(); ++c) // the verdicts a node's step checks before its parked requests run
           if (loaded[c] != d.pins[c].checksum)
             throw std::runtime_error("load of chunk " + std::to_string(c) + ": the scatter's checksum differs");
@@ -841,6 +848,7 @@ int run_bench_offload(const bench_offload_options& o) {
     const auto in_process_step = [&](store_step s) { return apply(store.get(), s).done; };
     const path_times hashed = run_path(in_process_step, arena, false);
     const path_times in_process = run_path(in_process_step, arena, true);
+    const path_times direct = run_path(in_process_step, arena, true, /*direct=*/true);
     const double save = in_process.save, load = in_process.load, save_hashed = hashed.save, load_hashed = hashed.load;
     // The same rounds through a store server in another process, in this run.
     std::optional<path_times> remote;
@@ -866,6 +874,8 @@ int run_bench_offload(const bench_offload_options& o) {
     const double checksum_gbps = gbps(static_cast<double>(total), checksum);
     const double gather_alone_gbps = gbps(static_cast<double>(total), gather_alone);
     const double scatter_alone_gbps = gbps(static_cast<double>(total), scatter_alone);
+    const double scatter_staged_alone_gbps = gbps(static_cast<double>(total), scatter_staged_alone);
+    const double load_direct_gbps = gbps(static_cast<double>(total), direct.load);
     const double save_gbps = gbps(static_cast<double>(total), save);
     const double save_hashed_gbps = gbps(static_cast<double>(total), save_hashed);
     const double load_hashed_gbps = gbps(static_cast<double>(total), load_hashed);
@@ -888,6 +898,8 @@ int run_bench_offload(const bench_offload_options& o) {
                 gather_alone * 1e3, gather_alone_gbps, ratio(gather_alone_gbps, memcpy_d2h_gbps));
     std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "scatter kernel alone (no step, no sum)", total,
                 scatter_alone * 1e3, scatter_alone_gbps, ratio(scatter_alone_gbps, memcpy_h2d_gbps));
+    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "copies + scatter, staged (no step, no sum)", total,
+                scatter_staged_alone * 1e3, scatter_staged_alone_gbps, ratio(scatter_staged_alone_gbps, memcpy_h2d_gbps));
     std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "save, host hashes: commit + reserve + gather", total,
                 save_hashed * 1e3, save_hashed_gbps, ratio(save_hashed_gbps, memcpy_d2h_gbps));
     std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "save: commit + reserve + gather (summing)", total, save * 1e3,
@@ -896,6 +908,8 @@ int run_bench_offload(const bench_offload_options& o) {
                 load_hashed * 1e3, load_hashed_gbps, ratio(load_hashed_gbps, memcpy_h2d_gbps));
     std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load: unpin + pin + scatter (summing)", total, load * 1e3,
                 load_gbps, ratio(load_gbps, memcpy_h2d_gbps));
+    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load, scatter reading host memory (summing)", total,
+                direct.load * 1e3, load_direct_gbps, ratio(load_direct_gbps, memcpy_h2d_gbps));
     double store_save_gbps = 0, store_load_gbps = 0;
     if (remote) {
       store_save_gbps = gbps(static_cast<double>(total), remote->save);
@@ -929,8 +943,11 @@ int run_bench_offload(const bench_offload_options& o) {
                         {"checksum_gbps", checksum_gbps},
                         {"gather_alone_gbps", gather_alone_gbps},
                         {"scatter_alone_gbps", scatter_alone_gbps},
+                        {"scatter_staged_alone_gbps", scatter_staged_alone_gbps},
+                        {"load_direct_gbps", load_direct_gbps},
                         {"save_ratio", ratio(save_gbps, memcpy_d2h_gbps)},
-                        {"load_ratio", ratio(load_gbps, memcpy_h2d_gbps)}};
+                        {"load_ratio", ratio(load_gbps, memcpy_h2d_gbps)},
+                        {"load_direct_ratio", ratio(load_direct_gbps, memcpy_h2d_gbps)}};
     if (remote) {
       j["store_save_gbps"] = store_save_gbps;
       j["store_load_gbps"] = store_load_gbps;

@@ -766,14 +766,27 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       report(std::string("unit_copy_batch gather, ") + (staged ? "staged" : "paced") + " (3 copies, mixed layouts)" + tag,
              g);
     }
-    const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s, false),
-                                      scatter_gpu = batch(true, scatter, sums_s, false);
-    run([&] { for (const auto& a : scatter_cpu) cpu::unit_copy(a); },
-        [&] { kt.unit_copy_batch(stream_kind::load, scatter_gpu.data(), scatter_gpu.size()); });
-    verdict sv;
-    for (auto& p : dst) sv.add(m, p);
-    sv.add(m, sums_s);
-    report("unit_copy_batch scatter (3 copies, mixed layouts)" + tag, sv);
+    // The scatter staged in device memory by the copy engine (unit_bytes set), and with the kernel
+    // reading the mapped host buffer (unit_bytes unknown), each into a zeroed arena with zeroed sums.
+    for (bool staged : {true, false}) {
+      for (auto& p : dst) {
+        std::fill(p.h, p.h + p.n, uint8_t{0});
+        gpu.copy_async(stream_kind::load, p.d, p.h, p.n);
+      }
+      std::fill(sums_s.h, sums_s.h + specs.size(), uint64_t{0});
+      gpu.copy_async(stream_kind::load, sums_s.d, sums_s.h, specs.size() * sizeof(uint64_t));
+      gpu.synchronize();
+      const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s, staged),
+                                        scatter_gpu = batch(true, scatter, sums_s, staged);
+      run([&] { for (const auto& a : scatter_cpu) cpu::unit_copy(a); },
+          [&] { kt.unit_copy_batch(stream_kind::load, scatter_gpu.data(), scatter_gpu.size()); });
+      verdict sv;
+      for (auto& p : dst) sv.add(m, p);
+      sv.add(m, sums_s);
+      report(std::string("unit_copy_batch scatter, ") + (staged ? "staged" : "direct") + " (3 copies, mixed layouts)" +
+                 tag,
+             sv);
+    }
     gpu.free_host_pinned(pinned);
   }
 }

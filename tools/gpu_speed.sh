@@ -4,10 +4,10 @@
 # against the CPU), then dense 1b exact and bf16 (also with prefill steps of 2048 tokens) against
 # tools/torch_reference.py's CUDA-graph anchors, exact with bf16 and fp8 KV, and ncu on one exact
 # prefill step kernel by kernel; then the matmul table, decode while saving (dense and
-# qsa_gdn_ple), the host tier's save / load against a plain copy, and the lane tiles' stall
-# reasons. Each block is bounded by a timeout; everything is also written to
-# ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since a call returns only the tail of its
-# output. --quick: decode 8 steps, and stop after the step's kernels.
+# qsa_gdn_ple), the host tier's save / load against a plain copy, a 32K-token prompt restored
+# from the host tier, and the lane tiles' stall reasons. Each block is bounded by a timeout;
+# everything is also written to ${OUT:-/tmp}/speed.txt (ncu's reports beside it), since a call
+# returns only the tail of its output. --quick: decode 8 steps, and stop after the step's kernels.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run="$here/run"
@@ -63,6 +63,10 @@ echo "== host tier"
 for config in configs/default.toml configs/dense.toml; do
   timeout 120 "$run" bench offload --config "$config" --set model.size=1b --set device.kind=hip --chunks 32 --repeats 5
 done
+echo "== 32K-token prompt restored from the host tier (qsa_gdn_ple 1b)"
+timeout 150 python3 tools/ttft_restore.py --ordo "$run" --config configs/default.toml --set model.size=1b \
+  --set device.kind=hip --set cache.checkpoint_interval=-1 --set cache.num_blocks=640 --set store.capacity_mb=2048 \
+  --tokens 32767
 command -v ncu >/dev/null || exit 0
 echo "== ncu: the lane tiles' stall reasons, 512 and 4096 rows (ncu_matmul.txt)"
 for rows in 512 4096; do

@@ -1,9 +1,11 @@
 // Page-unit gather / scatter between the arena and mapped pinned host memory (DESIGN §2.2):
 // one launch moves every field block of every unit (unit_copy_batch: of every copy of a step's
-// loads or saves), the kernel's loads or stores crossing the link directly, so small field blocks
-// and small objects cost no per-copy overhead. A save beside a forward is staged instead: the
-// kernel gathers into device memory and the copy engine moves the bytes to the host, so no CTA
-// sits on stores crossing the link while the forward runs. Byte-exact, like cpu::unit_copy,
+// loads or saves), so small field blocks and small objects cost no per-copy overhead. A save's
+// stores cross the link directly; a save beside a forward is staged instead: the kernel gathers
+// into device memory and the copy engine moves the bytes to the host, so no CTA sits on stores
+// crossing the link while the forward runs. A load is staged the other way: the copy engine moves
+// each object into device memory and the kernel scatters from there, since a kernel's reads of
+// host memory each wait a round trip over the link. Byte-exact, like cpu::unit_copy,
 // in both host layouts (unit-major, segment-major) and skipping negative unit ids. A launch may
 // also sum the object checksum's terms of the host buffer from the bytes it moves.
 #include <cstdlib>
@@ -45,9 +47,10 @@ __device__ void add_checksum(uint64_t* total, uint64_t sum) {
 // pair's chunks are consecutive tasks, so neighbouring tasks touch neighbouring host bytes. A
 // skipped (negative) id's tasks return before touching memory, or, when the copy sums the
 // checksum, read their host bytes for it and write nothing. Every thread of the CTA calls it with
-// the same arguments. A staged gather (`staged`: device memory laid out like the host buffer)
+// the same arguments. `staged` is device memory laid out like the host buffer: a staged gather
 // writes there instead of to `host`, and copies a skipped entry's host bytes there too, so that
-// the copy engine's transfer of the whole staged buffer leaves them as they were.
+// the copy engine's transfer of the whole staged buffer leaves them as they were; a staged
+// scatter reads there (the copy engine filled it from `host` before the launch).
 __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, uint8_t* staged, int32_t pair, uint32_t chunk) {
   const int32_t i = a.segment_major ? pair % a.num_units : pair / a.num_fields;
   const int32_t f = a.segment_major ? pair / a.num_units : pair % a.num_fields;
@@ -55,7 +58,8 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, uint8_t* stage
   const uint64_t begin = uint64_t{chunk} * chunk_bytes;
   if (begin >= bb) return;
   const int32_t u = a.unit_ids[i];
-  if (u < 0 && !a.checksum && !staged) return; // skipped entry
+  const bool gather = a.direction == unit_copy_direction::gather;
+  if (u < 0 && !a.checksum && !(staged && gather)) return; // skipped entry
   if (a.checksum && (bb & 7)) kernel_fail("unit_copy: a checksummed field block is not a multiple of 8 bytes", bb);
   const uint64_t end = begin + chunk_bytes < bb ? begin + chunk_bytes : bb;
   uint64_t unit_bytes = 0, before = 0; // before: sum of block_bytes of the fields before f
@@ -68,11 +72,10 @@ __device__ void copy_pair(const unit_copy_args& a, uint8_t* host, uint8_t* stage
                                    ? static_cast<uint64_t>(a.num_units) * before + static_cast<uint64_t>(i) * bb
                                    : static_cast<uint64_t>(i) * unit_bytes + before;
   uint8_t* hbuf = host + host_offset;
+  uint8_t* sbuf = staged ? staged + host_offset : hbuf; // where a gather writes and a scatter reads
   uint8_t* arena = u < 0 ? nullptr : a.regions[f] + static_cast<uint64_t>(u) * bb;
-  const bool gather = a.direction == unit_copy_direction::gather;
-  const uint8_t* src = gather && arena ? arena : hbuf;
-  uint8_t* out = staged ? staged + host_offset : hbuf;                      // where a gather writes
-  uint8_t* dst = arena ? (gather ? out : arena) : (staged ? out : nullptr); // null: read for the checksum only
+  const uint8_t* src = gather ? (arena ? arena : hbuf) : sbuf;
+  uint8_t* dst = gather ? (arena || staged ? sbuf : nullptr) : arena; // null: read for the checksum only
   const bool aligned = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0;
   const uint64_t at = host_offset + begin; // host offset of src[begin]
   uint64_t sum = 0;
@@ -131,7 +134,7 @@ constexpr int max_batch = 32;
 struct batch_entry {
   const int32_t* unit_ids;
   uint8_t* host;   // mapped
-  uint8_t* staged; // a staged gather's device buffer, else null
+  uint8_t* staged; // a staged copy's device buffer, else null
   uint64_t* checksum;
   int32_t num_units, first_pair;
   bool segment_major;
@@ -197,9 +200,9 @@ unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
   return static_cast<unsigned>(tasks < cap ? tasks : cap);
 }
 
-// A stream's staging buffer for staged gathers, grown to the largest launch. Only that stream's
+// A stream's staging buffer for staged gathers and scatters, grown to the largest launch. Only that stream's
 // launches and copies use it, in stream order, so growing it waits for the stream alone.
-constexpr uint64_t max_staged_bytes = uint64_t{1} << 30; // larger launches store to the host directly
+constexpr uint64_t max_staged_bytes = uint64_t{1} << 30; // larger launches use the host buffer directly
 struct staging_buffer {
   uint8_t* p = nullptr;
   uint64_t bytes = 0;
@@ -235,7 +238,8 @@ uint8_t* staging_for(hipStream_t stream, uint64_t bytes) {
 
 bool same_launch(const unit_copy_args& a, const unit_copy_args& b) {
   return a.regions == b.regions && a.block_bytes == b.block_bytes && a.num_fields == b.num_fields &&
-         a.direction == b.direction && a.beside_forward == b.beside_forward && a.unit_bytes == b.unit_bytes;
+         a.direction == b.direction && a.beside_forward == b.beside_forward && a.unit_bytes == b.unit_bytes &&
+         a.direct_host == b.direct_host;
 }
 
 } // namespace
@@ -267,27 +271,31 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
     }
     if (p.count == 0) continue;
     const uint64_t chunks = checked_chunks(pairs, max_block_bytes), tasks = pairs * chunks;
-    // A save beside a forward is staged: each copy's host bytes at its offset in the stream's
-    // staging buffer, gathered by the whole capped grid, then moved by the copy engine.
+    // A staged launch gives each copy's host bytes their offset in the stream's staging buffer.
+    // A save beside a forward is gathered there by the whole capped grid, then moved by the copy
+    // engine; a load's objects are moved there by the copy engine, then scattered.
+    const bool gather = p.common.direction == unit_copy_direction::gather;
     uint64_t staged_bytes = 0;
     for (int32_t k = 0; k < p.count; ++k) staged_bytes += static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes;
-    uint8_t* const buf = p.common.direction == unit_copy_direction::gather && p.common.beside_forward &&
-                                 p.common.unit_bytes > 0 && staged_bytes <= max_staged_bytes
+    uint8_t* const buf = (!gather || p.common.beside_forward) && !p.common.direct_host && p.common.unit_bytes > 0 &&
+                                 staged_bytes <= max_staged_bytes
                              ? staging_for(stream, staged_bytes)
                              : nullptr;
     const bool staged = buf != nullptr;
+    const auto bytes_of = [&](int32_t k) { return static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes; };
     if (staged) {
-      for (int32_t k = 0, at = 0; k < p.count; at += p.e[k].num_units, ++k)
+      for (int32_t k = 0, at = 0; k < p.count; at += p.e[k].num_units, ++k) {
         p.e[k].staged = buf + static_cast<uint64_t>(at) * p.common.unit_bytes;
+        if (!gather)
+          ORDO_HIP_CHECK(hipMemcpyAsync(p.e[k].staged, hosts[k], bytes_of(k), hipMemcpyHostToDevice, stream));
+      }
     }
     const unsigned ctas = copy_ctas(tasks, p.common.beside_forward && !staged);
     unit_copy_batch_kernel<<<ctas, threads, 0, stream>>>(p, static_cast<uint32_t>(chunks), tasks);
     ORDO_HIP_LAUNCHED();
-    if (staged)
+    if (staged && gather)
       for (int32_t k = 0; k < p.count; ++k)
-        ORDO_HIP_CHECK(hipMemcpyAsync(hosts[k], p.e[k].staged,
-                                      static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes,
-                                      hipMemcpyDeviceToHost, stream));
+        ORDO_HIP_CHECK(hipMemcpyAsync(hosts[k], p.e[k].staged, bytes_of(k), hipMemcpyDeviceToHost, stream));
   }
 }
 
