@@ -908,7 +908,7 @@ int run_bench_offload(const bench_offload_options& o) {
                 load_hashed * 1e3, load_hashed_gbps, ratio(load_hashed_gbps, memcpy_h2d_gbps));
     std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load: unpin + pin + scatter (summing)", total, load * 1e3,
                 load_gbps, ratio(load_gbps, memcpy_h2d_gbps));
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load, scatter reading host memory (summing)", total,
+    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load, scatter from host memory (summing)", total,
                 direct.load * 1e3, load_direct_gbps, ratio(load_direct_gbps, memcpy_h2d_gbps));
     double store_save_gbps = 0, store_load_gbps = 0;
     if (remote) {
