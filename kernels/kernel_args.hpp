@@ -85,11 +85,11 @@ struct swiglu_args {
 #else
 #define ORDO_ARGS_HD
 #endif
-ORDO_ARGS_HD inline int64_t swiglu_gate_at(int32_t i, int32_t dim, int32_t group) {
+ORDO_ARGS_HD inline int64_t swiglu_gate_at(int32_t i, int32_t group) {
   return group > 0 ? int64_t{2} * group * (i / group) + i % group : i;
 }
 ORDO_ARGS_HD inline int64_t swiglu_up_at(int32_t i, int32_t dim, int32_t group) {
-  return group > 0 ? swiglu_gate_at(i, dim, group) + group : int64_t{dim} + i;
+  return group > 0 ? swiglu_gate_at(i, group) + group : int64_t{dim} + i;
 }
 
 // Writes rows of `heads × head_dim` floats into KV slots (slot < 0: skipped), converted to dtype;

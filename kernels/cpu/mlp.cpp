@@ -9,7 +9,7 @@ void swiglu(const swiglu_args& a) {
     const float* g = a.gate_up + static_cast<int64_t>(r) * 2 * a.dim;
     float* o = a.out + static_cast<int64_t>(r) * a.dim;
     for (int32_t i = 0; i < a.dim; ++i) {
-      const float gate = g[swiglu_gate_at(i, a.dim, a.group)], up = g[swiglu_up_at(i, a.dim, a.group)];
+      const float gate = g[swiglu_gate_at(i, a.group)], up = g[swiglu_up_at(i, a.dim, a.group)];
       o[i] = gate / (1.0f + std::exp(-gate)) * up;
     }
   }

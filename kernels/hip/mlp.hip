@@ -12,7 +12,7 @@ __global__ void swiglu_kernel(swiglu_args a) {
   const int64_t r = t / a.dim, i = t % a.dim;
   const float* g = a.gate_up + r * 2 * a.dim;
   const int32_t j = static_cast<int32_t>(i);
-  a.out[r * a.dim + i] = gpu::silu(g[swiglu_gate_at(j, a.dim, a.group)]) * g[swiglu_up_at(j, a.dim, a.group)];
+  a.out[r * a.dim + i] = gpu::silu(g[swiglu_gate_at(j, a.group)]) * g[swiglu_up_at(j, a.dim, a.group)];
 }
 
 } // namespace
