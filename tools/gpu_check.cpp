@@ -746,13 +746,17 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
       return out;
     };
     const auto gather = unit_copy_direction::gather, scatter = unit_copy_direction::scatter;
+    // Zeroes a mirrored buffer on both sides (the upload on `s`; the caller synchronizes).
+    const auto zero = [&](auto& pair, stream_kind s) {
+      std::fill(pair.h, pair.h + pair.n, 0);
+      gpu.copy_async(s, pair.d, pair.h, pair.n * sizeof(*pair.h));
+    };
     // The gather beside a forward staged in device memory (unit_bytes set), and paced without
     // staging (unit_bytes unknown), each from fresh host bytes and sums (kernels/hip/unit_copy.hip).
     for (bool staged : {true, false}) {
       std::memset(pinned, 0x5a, host_bytes);
       std::fill(host_cpu.begin(), host_cpu.end(), uint8_t{0x5a});
-      std::fill(sums_g.h, sums_g.h + specs.size(), uint64_t{0});
-      gpu.copy_async(stream_kind::save, sums_g.d, sums_g.h, specs.size() * sizeof(uint64_t));
+      zero(sums_g, stream_kind::save);
       gpu.synchronize();
       const std::vector<unit_copy_args> gather_cpu = batch(false, gather, sums_g, staged),
                                         gather_gpu = batch(true, gather, sums_g, staged);
@@ -769,12 +773,8 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     // The scatter staged in device memory by the copy engine (unit_bytes set), and with the kernel
     // reading the mapped host buffer (unit_bytes unknown), each into a zeroed arena with zeroed sums.
     for (bool staged : {true, false}) {
-      for (auto& p : dst) {
-        std::fill(p.h, p.h + p.n, uint8_t{0});
-        gpu.copy_async(stream_kind::load, p.d, p.h, p.n);
-      }
-      std::fill(sums_s.h, sums_s.h + specs.size(), uint64_t{0});
-      gpu.copy_async(stream_kind::load, sums_s.d, sums_s.h, specs.size() * sizeof(uint64_t));
+      for (auto& p : dst) zero(p, stream_kind::load);
+      zero(sums_s, stream_kind::load);
       gpu.synchronize();
       const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s, staged),
                                         scatter_gpu = batch(true, scatter, sums_s, staged);

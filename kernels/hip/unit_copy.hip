@@ -200,8 +200,9 @@ unsigned copy_ctas(uint64_t tasks, bool beside_forward) {
   return static_cast<unsigned>(tasks < cap ? tasks : cap);
 }
 
-// A stream's staging buffer for staged gathers and scatters, grown to the largest launch. Only that stream's
-// launches and copies use it, in stream order, so growing it waits for the stream alone.
+// A stream's staging buffer for staged gathers and scatters, grown to the largest launch. Only
+// that stream's launches and copies use it, in stream order, so growing it waits for the stream
+// alone.
 constexpr uint64_t max_staged_bytes = uint64_t{1} << 30; // larger launches use the host buffer directly
 struct staging_buffer {
   uint8_t* p = nullptr;
@@ -275,14 +276,14 @@ void unit_copy_batch(const unit_copy_args* a, size_t n, hipStream_t stream) {
     // A save beside a forward is gathered there by the whole capped grid, then moved by the copy
     // engine; a load's objects are moved there by the copy engine, then scattered.
     const bool gather = p.common.direction == unit_copy_direction::gather;
+    const auto bytes_of = [&](int32_t k) { return static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes; };
     uint64_t staged_bytes = 0;
-    for (int32_t k = 0; k < p.count; ++k) staged_bytes += static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes;
+    for (int32_t k = 0; k < p.count; ++k) staged_bytes += bytes_of(k);
     uint8_t* const buf = (!gather || p.common.beside_forward) && !p.common.direct_host && p.common.unit_bytes > 0 &&
                                  staged_bytes <= max_staged_bytes
                              ? staging_for(stream, staged_bytes)
                              : nullptr;
     const bool staged = buf != nullptr;
-    const auto bytes_of = [&](int32_t k) { return static_cast<uint64_t>(p.e[k].num_units) * p.common.unit_bytes; };
     if (staged) {
       for (int32_t k = 0, at = 0; k < p.count; at += p.e[k].num_units, ++k) {
         p.e[k].staged = buf + static_cast<uint64_t>(at) * p.common.unit_bytes;
