@@ -1,6 +1,7 @@
 #include "runtime/config.hpp"
 
 #include "runtime/device_registry.hpp"
+#include "runtime/models/hf_model.hpp"
 #include "runtime/toml_config.hpp"
 
 #include <algorithm>
@@ -38,7 +39,7 @@ const toml_config::schema& node_schema() {
   static const toml_config::schema s = [] {
     toml_config::schema x;
     x.sections = {
-      {"model", {"preset", "size", "seed", "kv_dtype", "weight_dtype"}},
+      {"model", {"preset", "size", "seed", "kv_dtype", "weight_dtype", "path", "served_model_name"}},
       {"device", {"kind", "chaos_seed", "matmul"}},
       {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
       {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
@@ -53,7 +54,7 @@ const toml_config::schema& node_schema() {
       {"trace", {"path", "node"}},
       {"faults", {"drop_edge", "corrupt_commits"}},
     };
-    x.string_keys = {"model.preset",       "model.size",         "model.kv_dtype",     "model.weight_dtype", "device.kind",
+    x.string_keys = {"model.path", "model.served_model_name", "model.preset",       "model.size",         "model.kv_dtype",     "model.weight_dtype", "device.kind",
                      "device.matmul",      "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config",
                      "store.address",      "store.transport",    "store.expect_identity", "node.engine_id",
                      "server.host",        "server.api_key",     "server.admin_key",   "log.level",
@@ -286,6 +287,11 @@ node_config from_table(const toml::table& root) {
       r.integer("model", "seed", 0, 0, i64_max, "a non-negative integer"));
   r.choice("model", "kv_dtype", cfg.kv, dtype_names);
   r.choice("model", "weight_dtype", cfg.weights, weight_dtype_names);
+  r.string("model", "path", cfg.model_path, "a Hugging Face checkpoint directory (config.json + safetensors)");
+  r.string("model", "served_model_name", cfg.served_model_name, "the model name /v1/models shows");
+  if (!cfg.model_path.empty() && r.has("model", "preset"))
+    fail("model.path = " + in_quotes(cfg.model_path) + " with model.preset = " + in_quotes(name_of(preset_names, cfg.preset)) +
+         ": a node serves either a Hugging Face checkpoint or a seeded preset; leave model.preset out");
 
   r.choice("device", "kind", cfg.device_kind, device_kind_names);
   cfg.chaos_seed = static_cast<uint64_t>(
@@ -386,6 +392,16 @@ static void check_leaves(const node_config& cfg) {
 }
 
 void validate(const node_config& cfg) {
+  if (!cfg.model_path.empty()) { // config.json is read now, so a bad one stops the node before it serves
+    std::string family;
+    try {
+      family = read_hf_config(cfg.model_path).family->name;
+    } catch (const model_load_error& e) {
+      fail("model.path = " + in_quotes(cfg.model_path) + ": " + e.what());
+    }
+    fail("model.path = " + in_quotes(cfg.model_path) + ": a " + family +
+         " checkpoint; its forward is not wired into the node yet (issue 37), so it cannot be served");
+  }
   auto bad = [](const std::string& key, int64_t v, const std::string& rule) {
     fail(key + " = " + std::to_string(v) + ": must be " + rule);
   };

@@ -38,6 +38,9 @@ struct node_config {
   uint64_t model_seed = 0;
   kv_dtype kv = kv_dtype::fp32;
   weight_dtype weights = weight_dtype::fp32; // bf16: matmul weights as bf16 on the matrix units (hip only)
+  // model.path: a Hugging Face checkpoint directory (runtime/models/), refused beside model.preset.
+  std::string model_path;
+  std::string served_model_name; // what /v1/models shows (not yet rendered there)
   // [device]
   ordo::device_kind device_kind = ordo::device_kind::cpu;
   uint64_t chaos_seed = 0;         // 0 = off

@@ -341,7 +341,7 @@ TEST_CASE("unknown keys and sections are errors naming what is allowed", "[confi
                     "cache, scheduler, kv_transfer, store, pd, node, server, log, trace, faults"));
   CHECK_THAT(error_of("[model.extra]\nx = 1"),
              Equals("unknown key model.extra = { x = 1 }; allowed keys in [model]: preset, size, "
-                    "seed, kv_dtype, weight_dtype"));
+                    "seed, kv_dtype, weight_dtype, path, served_model_name"));
 }
 
 TEST_CASE("syntax errors give the position", "[config]") {
