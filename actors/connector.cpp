@@ -97,6 +97,13 @@ connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind,
 
 namespace {
 
+// NOTE(peer-clients): a decode node keeps at most this many peers' store clients; each ends
+// itself after a minute unused, and the connector forgets it then.
+constexpr size_t max_peer_clients = 64;
+
+struct pd_state;
+using pd_ptr = connector_actor::stateful_pointer<pd_state>;
+
 struct pd_state {
   std::shared_ptr<const connector_policy> policy;
   store_actor local;
@@ -120,12 +127,19 @@ struct pd_state {
       caf::anon_send_exit(client, caf::exit_reason::user_shutdown);
   }
 
-  store_actor store_of(const std::string& peer) {
+  // The store of `peer` ("" = this node's), its client spawned on first use. Past
+  // max_peer_clients a new peer gets none (nullopt) unless `always` (loads of a request whose
+  // lookup found a client that has since ended: they must go somewhere to be refused).
+  std::optional<store_actor> store_of(pd_ptr self, const std::string& peer, bool always = false) {
     if (peer.empty())
       return local;
     auto it = peers.find(peer);
-    if (it == peers.end())
+    if (it == peers.end()) {
+      if (peers.size() >= max_peer_clients && !always)
+        return std::nullopt;
       it = peers.emplace(peer, peer_store(peer)).first;
+      self->monitor(it->second); // it ends itself when idle (store_client_options::idle_exit_ms)
+    }
     return it->second;
   }
   std::string peer_of(uint64_t request_id) const {
@@ -133,8 +147,6 @@ struct pd_state {
     return r ? r->peer : std::string();
   }
 };
-
-using pd_ptr = connector_actor::stateful_pointer<pd_state>;
 
 // One store's share of a connector step, and where its orders sit in the whole step.
 struct pd_part {
@@ -151,14 +163,30 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
   st.local = std::move(local);
   st.peer_store = std::move(peer_store);
   st.io = door("connector", std::move(tap));
+  // A peer's client ended (idle, or its actor failed): forget it; the next lookup spawns another.
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& peers = self->state.peers;
+    for (auto it = peers.begin(); it != peers.end(); ++it)
+      if (caf::actor_cast<caf::actor_addr>(it->second) == dm.source) {
+        peers.erase(it);
+        return;
+      }
+  });
   return {
     [=](const connector_lookup& lookup) -> caf::result<connector_lookup_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), lookup);
       const bool remote = !lookup.peer.empty();
+      auto store = st.store_of(self, lookup.peer);
+      if (!store) {
+        spdlog::warn("connector: request {} names the prefill node {}, but this node already keeps {} peers' "
+                     "clients (the most it keeps); the request recomputes",
+                     lookup.request_id, lookup.peer, max_peer_clients);
+        return st.io.reply(self, st.policy->lookup_answered(lookup, {}));
+      }
       if (remote)
         st.request_peer.put(lookup.request_id, {lookup.peer, lookup.transfer_id});
-      return lookup_through(self, st.store_of(lookup.peer), lookup, remote);
+      return lookup_through(self, *store, lookup, remote);
     },
     [=](const connector_step& step) -> caf::result<connector_step_done> {
       auto& st = self->state;
@@ -173,7 +201,7 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
         auto it = parts->find(peer);
         if (it == parts->end()) {
           it = parts->emplace(peer, pd_part{}).first;
-          it->second.store = st.store_of(peer);
+          it->second.store = *st.store_of(self, peer, true);
           it->second.sub.header = step.header;
         }
         return it->second;

@@ -164,7 +164,7 @@ frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor schedu
                                   : render_completion(result, text, name, p.created);
         if (p.remote_decode && self->state.options.kv_transfer_params) {
           auto j = nlohmann::json::parse(body);
-          j["kv_transfer_params"] = self->state.options.kv_transfer_params(result);
+          j["kv_transfer_params"] = self->state.options.kv_transfer_params(result, p.prompt_hash);
           body = j.dump();
         }
         p.responder->send(200, json_type, body);
@@ -267,10 +267,15 @@ http_server::handler make_http_handler(frontend_actor fe, std::shared_ptr<http_b
         if (auto* e = std::get_if<api_error>(&parsed))
           return send_error(*res, *e, opt);
         auto& call = std::get<api_request>(parsed);
+        if (call.kv_claim.names_peer() && opt.check_kv_peer)
+          if (auto refused = opt.check_kv_peer(call))
+            return send_error(*res, *refused, opt);
         const uint64_t id = bridge->next_id();
         call.request.request_id = id;
         bridge->put(id, {res, call.request.stream, unix_seconds(), call.chat, call.include_usage,
-                         call.request.remote_decode});
+                         call.request.remote_decode,
+                         call.request.remote_decode && opt.kv_transfer_params ? prompt_hash(call.request)
+                                                                              : std::string()});
         caf::anon_send(fe, std::move(call.request));
         // After the request: the cancel can only reach the scheduler behind it.
         res->on_hangup([fe, bridge, id] {

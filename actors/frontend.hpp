@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <condition_variable>
 #include <deque>
@@ -44,6 +45,7 @@ public:
     bool chat = false;          // /v1/chat/completions: chat shapes
     bool include_usage = false; // stream_options.include_usage: a usage chunk before [DONE]
     bool remote_decode = false; // kv_transfer_params.do_remote_decode: answer with transfer params
+    std::string prompt_hash = {}; // with remote_decode: what the answer's signed params cover
   };
 
   uint64_t next_id() { return ++last_id_; }
@@ -80,7 +82,11 @@ struct frontend_options {
   std::string host_tier;
   // P/D (connector "pd"): the kv_transfer_params a prefill answer carries (its result → object);
   // empty: answers carry none.
-  std::function<nlohmann::json(const completion_result& result)> kv_transfer_params;
+  // `prompt_hash` (runtime/pd_params.hpp) is the request's, for the signature.
+  std::function<nlohmann::json(const completion_result& result, const std::string& prompt_hash)> kv_transfer_params;
+  // P/D: whether a request's kv_transfer_params may name the prefill node they name (signed with
+  // the deployment secret, or listed in pd.peers); an error refuses the request. Parse thread.
+  std::function<std::optional<api_error>(const api_request& request)> check_kv_peer;
   // Counts requests answered with an error (by HTTP status), called on any thread.
   std::function<void(int status)> on_error;
 };

@@ -20,7 +20,9 @@
 #include "actors/store.hpp"
 #include "actors/store_client.hpp"
 #include "actors/store_server.hpp"
+#include "runtime/deployment_secret.hpp"
 #include "runtime/engine_identity.hpp"
+#include "runtime/pd_params.hpp"
 #include "runtime/shared_arena.hpp"
 #include "runtime/layouts.hpp"
 #include "runtime/memory_check.hpp"
@@ -70,6 +72,10 @@ void check_host_memory(const node_config& cfg, const model_options& mo) {
   check_allocation("cache.num_blocks = " + std::to_string(cfg.num_blocks) + " (with the " +
                        format_bytes(weights) + " of weights)",
                    kv + weights, available);
+}
+
+int64_t unix_now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // The first connection to the store server, waited for (bounded): a refusal (identity, wire,
@@ -198,6 +204,14 @@ int node::start() {
     spdlog::info("ordo node: recording a trace to {}", d.cfg.trace_path);
   }
   auto& tap = d.tap;
+  // The deployment secret (docs/security.md): a node that reaches peers or a store server, or
+  // that peers reach, proves itself and checks them with it.
+  std::optional<secret_key> secret;
+  if (d.cfg.uses_pd() || d.cfg.connector == connector_kind::store) {
+    const deployment_secret loaded = load_or_create_secret(d.cfg.secret_file);
+    secret = loaded.key;
+    spdlog::info("ordo node: deployment secret {}", loaded.path);
+  }
 
   d.metrics = make_node_metrics(d.cfg);
   d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);
@@ -226,6 +240,7 @@ int node::start() {
     sc.staging_bytes = tcp ? opts.host_arena_bytes : 0;
     sc.dev = dev;
     sc.tap = tap;
+    sc.secret = secret;
     d.store_link = sc.status;
     auto client = spawn_store_client(sys, std::move(sc));
     store = caf::actor_cast<store_actor>(client);
@@ -249,6 +264,7 @@ int node::start() {
     so.local_namespace = opts.namespace_id;
     so.door_name = "store";
     so.tap = tap;
+    so.secret = secret;
     if (d.cfg.corrupt_commits != "none")
       so.corrupt_commits_kind = static_cast<uint8_t>(d.cfg.corrupt_commits == "kv_chunk" ? object_kind::kv_chunk
                                                                                          : object_kind::state_image);
@@ -290,18 +306,32 @@ int node::start() {
   if (d.cfg.uses_pd()) {
     // A peer's store client connects on first use, as this node ("<engine id>-pd").
     auto peer_store = [&sys, &d, window = d.window, dev, ns = opts.namespace_id, deadline = d.cfg.store_deadline_ms,
-                       tap, pd_engine](const std::string& endpoint) {
+                       tap, pd_engine, secret](const std::string& endpoint) {
       store_client_options pc;
       if (d.cfg.pd_transport == "tcp") {
         // The peer's bytes come as CAF messages into a staging arena of this node's own, mapped
-        // into the window (so grants stay window offsets) and registered with the device.
+        // into the window (so grants stay window offsets) and registered with the device; the
+        // client owns it, and it is unmapped when the client ends (idle).
         const uint64_t bytes = static_cast<uint64_t>(d.cfg.store_capacity_mb) << 20;
-        const uint64_t at = d.map_arena(bytes);
+        auto arena = std::make_shared<store_arena>(bytes);
+        const uint64_t at = window->attach(arena->fd(), bytes);
+        dev->register_host(window->base() + at, bytes);
+        pc.keep_alive = std::shared_ptr<void>(nullptr, [arena, window, dev, at](void*) {
+          try {
+            dev->unregister_host(window->base() + at);
+          } catch (const std::exception& e) {
+            spdlog::error("P/D: unregistering a peer's staging arena: {}", e.what());
+          }
+          window->detach(at);
+        });
         pc.tcp = true;
         pc.staging_base = window->base() + at;
         pc.staging_bytes = bytes;
         pc.staging_offset = at;
       }
+      pc.secret = secret;
+      pc.on_demand = true;
+      pc.idle_exit_ms = 60000;
       const auto address = parse_host_port(endpoint);
       pc.host = address ? address->host : endpoint;
       pc.port = address ? address->port : 0;
@@ -397,15 +427,45 @@ int node::start() {
   if (d.cfg.uses_pd()) {
     // What a prefill answer tells whoever fronts the pair (vLLM's shape): where to pull from.
     // The transfer id names the lease (the prefill's request id, runtime/offload_policy.cpp).
-    fe_opts.kv_transfer_params = [engine_id, host = d.cfg.host, port = &d.actor_port](const completion_result& r) {
+    // Signed with the deployment secret over who, where, which transfer, which prompt and until
+    // when (runtime/pd_params.hpp), so a decode node pulls from no endpoint a client made up.
+    fe_opts.kv_transfer_params = [engine_id, host = d.cfg.host, port = &d.actor_port,
+                                  secret](const completion_result& r, const std::string& prompt) {
+      kv_params_claim c;
+      c.engine_id = *engine_id;
+      c.host = host;
+      c.port = *port;
+      c.transfer_id = std::to_string(r.request_id);
+      c.expires_at = unix_now_s() + std::max<int64_t>(r.lease_ms / 1000, 0) + 60;
       return nlohmann::json{{"do_remote_decode", false},
                             {"do_remote_prefill", true},
-                            {"remote_engine_id", *engine_id},
-                            {"remote_host", host},
-                            {"remote_port", *port},
-                            {"transfer_id", std::to_string(r.request_id)},
+                            {"remote_engine_id", c.engine_id},
+                            {"remote_host", c.host},
+                            {"remote_port", c.port},
+                            {"transfer_id", c.transfer_id},
                             {"lease_ms", r.lease_ms},
-                            {"lease_objects", r.lease_objects}};
+                            {"lease_objects", r.lease_objects},
+                            {"expires_at", c.expires_at},
+                            {"signature", sign_kv_params(*secret, c, prompt)}};
+    };
+    fe_opts.check_kv_peer = [secret, peers = d.cfg.pd_peers,
+                             metrics = d.metrics](const api_request& call) -> std::optional<api_error> {
+      const kv_params_verdict v =
+          check_kv_params(secret, call.kv_claim, prompt_hash(call.request), peers, unix_now_s());
+      if (v.refusal.empty())
+        return std::nullopt;
+      metrics->count_kv_params_refused();
+      spdlog::warn("ordo node: refused a request: {}", v.refusal);
+      return api_error{400, v.refusal, "invalid_request_error"};
+    };
+  } else {
+    // This node pulls from no peer, so a request naming one is told so instead of ignored.
+    fe_opts.check_kv_peer = [](const api_request& call) -> std::optional<api_error> {
+      return api_error{400,
+                       "kv_transfer_params names the prefill node " + call.kv_claim.endpoint() +
+                           ", but this node pulls from no prefill node (kv_transfer.connector is not \"pd\"); "
+                           "send kv_transfer_params to a decode node, or none",
+                       "invalid_request_error"};
     };
   }
   fe_opts.health_fields = [engine_id, link]() {

@@ -77,6 +77,7 @@ struct session_rec {
   uint64_t arena_bytes = 0;
   std::string store_id;
   std::string granularity;
+  store_hello hello; // what this session's hello said; the welcome's proof covers its challenge
   sequence_stamp stamp{1};
   int64_t outstanding = 0; // granted pins and reservations whose transfer has not finished
 };
@@ -125,7 +126,9 @@ struct client_state {
     store_contains query;
     caf::typed_response_promise<store_contains_done> rp;
     caf::strong_actor_ptr requester;
+    std::chrono::steady_clock::time_point deadline{}; // on_demand: answered (nothing found) then
   };
+  std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
   std::vector<waiting_lookup> waiting;
   bool first_attempt_over = false;
   std::unordered_map<object_key, held_key, object_key_hash> held;
@@ -185,12 +188,16 @@ void maybe_release(self_ptr self, uint64_t gen) {
   st.sessions.erase(it);
 }
 
+// A P/D peer (on_demand) is retried only while a lookup waits for it, quickly (its lookups wait
+// at most the deadline); a store server in the background, backing off to 5 s.
 void schedule_retry(self_ptr self) {
   auto& st = self->state;
   st.connecting = false;
+  if (st.opt.on_demand && st.waiting.empty())
+    return;
   const uint64_t token = ++st.retry_token;
   self->delayed_send(self, st.backoff, store_retry_atom_v, token);
-  st.backoff = std::min(st.backoff * 2, std::chrono::milliseconds(5000));
+  st.backoff = std::min(st.backoff * 2, std::chrono::milliseconds(st.opt.on_demand ? 1000 : 5000));
 }
 
 // The live session ends: no more requests through it; its arena and actor go once its granted
@@ -213,10 +220,16 @@ void end_session(self_ptr self, uint64_t gen, const std::string& why, bool refus
 
 void attempt_failed(self_ptr self, std::optional<uint64_t> gen, const std::string& why, bool refused) {
   auto& st = self->state;
+  // Waiting lookups are answered (nothing found), except a P/D peer's while it is worth another
+  // try: they wait for it up to their deadline.
   struct flush_at_exit {
     self_ptr self;
-    ~flush_at_exit() { flush_waiting(self); }
-  } flush{self};
+    bool now;
+    ~flush_at_exit() {
+      if (now)
+        flush_waiting(self);
+    }
+  } flush{self, refused || !st.opt.on_demand};
   if (refused)
     spdlog::error("store client: {}", why);
   else
@@ -238,6 +251,13 @@ void on_welcome(self_ptr self, uint64_t gen, const store_welcome& w) {
   s.store_id = w.store_id;
   s.granularity = w.granularity;
   const std::string at = "the store at " + st.where;
+  if (st.opt.secret && !store_welcome_proven(*st.opt.secret, w, s.hello))
+    return attempt_failed(self, gen,
+                          at + " (" + (w.store_id.empty() ? std::string("no identity") : w.store_id) +
+                              ") did not prove it holds this deployment's secret: its welcome's proof does not "
+                              "verify, so it is not one of this deployment's processes (or its security.secret_file "
+                              "holds another secret); nothing is read from it",
+                          true);
   if (!w.ok)
     return attempt_failed(self, gen, at + " (" + w.store_id + ") refused this node (" + st.engine_id + "): " + w.why, true);
   if (w.wire_digest != store_wire_digest())
@@ -327,6 +347,9 @@ void attempt(self_ptr self) {
             h.engine_id = st.engine_id;
             h.namespace_id = st.opt.namespace_id;
             h.boot_id = st.boot;
+            if (st.opt.secret)
+              h.challenge = random_hex(32);
+            st.sessions.at(gen).hello = h;
             self->request(s.link, st.outer_deadline(), h)
                 .then([self, gen](store_welcome& w) { on_welcome(self, gen, w); },
                       [self, gen](caf::error& e) {
@@ -610,6 +633,53 @@ void flush_waiting(self_ptr self) {
     answer_lookup(self, w.query, w.rp, w.requester);
 }
 
+// on_demand: lookups whose deadline passed while no session came are answered (nothing found:
+// the request recomputes); the others keep waiting.
+void expire_waiting(self_ptr self) {
+  auto& st = self->state;
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<client_state::waiting_lookup> still;
+  for (auto& w : st.waiting) {
+    if (w.deadline > now) {
+      still.push_back(std::move(w));
+      continue;
+    }
+    spdlog::warn("store client: no session with {} within the lookup's deadline ({} ms): {}; the request recomputes",
+                 st.where, st.opt.deadline_ms, st.down_why);
+    st.opt.status->update([](store_link_view& v) { ++v.unreachable_answers_total; });
+    st.io.deliver(w.rp, w.requester, absent(st, w.query));
+  }
+  st.waiting = std::move(still);
+}
+
+// on_demand with idle_exit_ms: nothing asked for that long and no granted transfer outstanding,
+// so the client ends (its sessions first: the arenas are unmapped, the server drops the session).
+void check_idle(self_ptr self) {
+  auto& st = self->state;
+  const auto idle = std::chrono::milliseconds(st.opt.idle_exit_ms);
+  const auto quiet = std::chrono::steady_clock::now() - st.last_used;
+  bool busy = !st.waiting.empty() || st.connecting || !st.held.empty();
+  for (const auto& [gen, s] : st.sessions)
+    busy = busy || s.outstanding > 0;
+  if (busy || quiet < idle) {
+    const auto next = busy ? idle : std::chrono::duration_cast<std::chrono::milliseconds>(idle - quiet);
+    self->delayed_send(self, std::max(next, std::chrono::milliseconds(10)), store_tick_atom_v, uint64_t{1});
+    return;
+  }
+  spdlog::info("store client: {} unused for {} s; closing its session", st.where, st.opt.idle_exit_ms / 1000);
+  std::vector<uint64_t> gens;
+  for (const auto& [gen, s] : st.sessions)
+    gens.push_back(gen);
+  ++st.retry_token; // no retry fires after this
+  for (uint64_t gen : gens)
+    if (auto it = st.sessions.find(gen); it != st.sessions.end()) {
+      it->second.live = false;
+      maybe_release(self, gen);
+    }
+  st.live.reset();
+  self->quit(caf::exit_reason::normal);
+}
+
 store_client_actor::behavior_type store_client(self_ptr self, store_client_options opt) {
   auto& st = self->state;
   st.opt = std::move(opt);
@@ -622,6 +692,9 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
     v.address = st.opt.host + ":" + std::to_string(st.opt.port);
     v.error = st.down_why;
   });
+
+  if (st.opt.on_demand && st.opt.idle_exit_ms > 0)
+    self->delayed_send(self, std::chrono::milliseconds(st.opt.idle_exit_ms), store_tick_atom_v, uint64_t{1});
 
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
@@ -640,23 +713,48 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
         attempt(self);
       },
       [self](store_retry_atom, uint64_t token) {
-        if (token == self->state.retry_token)
-          attempt(self);
+        auto& st = self->state;
+        if (token != st.retry_token)
+          return;
+        if (st.opt.on_demand && st.waiting.empty()) { // nobody wants this peer any more
+          st.connecting = false;
+          return;
+        }
+        attempt(self);
+      },
+      [self](store_tick_atom, uint64_t what) {
+        if (what == 0)
+          expire_waiting(self);
+        else
+          check_idle(self);
       },
       [self](const store_contains& q) -> caf::result<store_contains_done> {
         auto& st = self->state;
         st.io.received(self->current_sender(), q);
+        st.last_used = std::chrono::steady_clock::now();
         auto requester = self->current_sender(); // before the promise takes the request over
         auto rp = self->make_response_promise<store_contains_done>();
-        if (!st.live && !st.first_attempt_over)
+        if (!st.live && st.opt.on_demand) {
+          // A P/D peer: wait for a session (connecting now if nobody is), up to the deadline.
+          const auto wait = std::chrono::milliseconds(st.opt.deadline_ms);
+          st.waiting.push_back({q, rp, requester, st.last_used + wait});
+          self->delayed_send(self, wait, store_tick_atom_v, uint64_t{0});
+          if (!st.connecting) {
+            st.backoff = std::chrono::milliseconds(50);
+            ++st.retry_token; // a retry already scheduled is replaced by this attempt
+            attempt(self);
+          }
+        } else if (!st.live && !st.first_attempt_over) {
           st.waiting.push_back({q, rp, requester});
-        else
+        } else {
           answer_lookup(self, q, rp, requester);
+        }
         return rp;
       },
       [self](const store_step& step) -> caf::result<store_step_done> {
         auto& st = self->state;
         st.io.received(self->current_sender(), step);
+        st.last_used = std::chrono::steady_clock::now();
         if (auto why = st.steps.accept(step.header.epoch, step.header.seq); !why.empty()) {
           spdlog::critical("store client: {}", why);
           return st.io.refuse(self, "store_step_done", why);

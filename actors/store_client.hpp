@@ -20,12 +20,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <caf/actor_system.hpp>
 
 #include "actors/door.hpp"
 #include "actors/interfaces.hpp"
+#include "runtime/deployment_secret.hpp"
 #include "runtime/locked_view.hpp"
 
 namespace ordo {
@@ -70,6 +72,17 @@ struct store_client_options {
   uint64_t staging_offset = 0;
   std::shared_ptr<device> dev;         // registers each mapped arena (GPU) and unregisters it
   std::shared_ptr<store_link_status> status = std::make_shared<store_link_status>();
+  // The deployment secret (docs/security.md): the hello carries a fresh challenge and a welcome
+  // whose proof does not verify under this key is refused. Empty: no proof asked.
+  std::optional<secret_key> secret;
+  // A P/D peer (docs/pd.md): connects only while a lookup wants it. A lookup that finds no live
+  // session waits for one, the connect retried, up to deadline_ms; no retry when nobody waits.
+  bool on_demand = false;
+  // With on_demand: the client ends itself after this long without a request and with no
+  // transfer outstanding (0 = never); whoever spawned it monitors it and forgets it.
+  uint32_t idle_exit_ms = 0;
+  // Kept alive as long as the client (a P/D peer's staging arena with tcp: its deleter unmaps it).
+  std::shared_ptr<void> keep_alive;
   std::string trace_name = "store"; // its records' actor name ("peer:HOST:PORT" for a P/D peer)
   trace_tap tap;
 };
@@ -78,7 +91,9 @@ using store_client_actor = store_actor::extend<
   // the node, once its engine id is known (after the HTTP port is bound): connect as it.
   caf::reacts_to<store_connect_atom, std::string>,
   // itself, after a backoff: try to connect again (the token drops stale retries).
-  caf::reacts_to<store_retry_atom, uint64_t>>;
+  caf::reacts_to<store_retry_atom, uint64_t>,
+  // itself (on_demand): 0 = a waiting lookup's deadline passed; 1 = check whether it is idle.
+  caf::reacts_to<store_tick_atom, uint64_t>>;
 
 store_client_actor spawn_store_client(caf::actor_system& sys, store_client_options options);
 

@@ -33,6 +33,21 @@ uint64_t store_wire_digest() {
   return ORDO_WIRE_DIGEST;
 }
 
+namespace {
+std::string welcome_message(const std::string& store_id, const store_hello& hello) {
+  return "ordo-store-welcome-v1\n" + store_id + "\n" + hello.engine_id + "\n" + std::to_string(hello.namespace_id) +
+         "\n" + hello.challenge;
+}
+} // namespace
+
+std::string store_welcome_proof(const secret_key& key, const std::string& store_id, const store_hello& hello) {
+  return hmac_hex(key, welcome_message(store_id, hello));
+}
+
+bool store_welcome_proven(const secret_key& key, const store_welcome& welcome, const store_hello& hello) {
+  return !hello.challenge.empty() && hmac_matches(key, welcome_message(welcome.store_id, hello), welcome.proof);
+}
+
 void configure_store_wire(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
   cfg.add_message_types<caf::id_block::ordo>();
@@ -118,6 +133,7 @@ struct store_server_state {
   std::map<lease_id, lease> leases;
   uint64_t lease_generation = 0;
   uint8_t corrupt_commits_kind = 255;
+  std::optional<secret_key> secret;
   uint64_t arena_bytes = 0;
   std::string granularity;
   std::string boot_id;
@@ -270,6 +286,9 @@ store_welcome welcome(self_ptr self, const store_hello& h) {
   w.wire_digest = store_wire_digest();
   w.boot_id = st.boot_id;
   w.arena_socket = st.shared->arena_socket();
+  // Proves this store holds the deployment secret, whatever the answer (a refusal proves it too).
+  if (st.secret && !h.challenge.empty() && h.challenge.size() <= 128)
+    w.proof = store_welcome_proof(*st.secret, w.store_id, h);
   auto refuse = [&](std::string why) {
     spdlog::warn("store: hello of engine {} refused: {}", quoted(h.engine_id), why);
     st.shared->update([](store_server_view& v) { ++v.hellos_refused_total; });
@@ -320,6 +339,7 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
   st.boot_id = opt.boot_id;
   st.local_namespace = opt.local_namespace;
   st.corrupt_commits_kind = opt.corrupt_commits_kind;
+  st.secret = opt.secret;
   st.shared = opt.shared;
   st.shared->update([&](store_server_view& v) { v.granularity = opt.granularity; });
   st.io = door(opt.door_name, std::move(opt.tap));

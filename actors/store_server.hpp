@@ -23,6 +23,7 @@
 #include "actors/door.hpp"
 #include "actors/interfaces.hpp"
 #include "messages/store.hpp"
+#include "runtime/deployment_secret.hpp"
 #include "runtime/locked_view.hpp"
 
 namespace ordo {
@@ -38,6 +39,12 @@ inline constexpr const char* store_wire_name = "ordo-wire-1";
 // The first 64 bits of the SHA-256 of messages/ordo.capnp as this binary was built from it
 // (CMakeLists.txt embeds it). Equal on both sides iff they were built from the same schema text.
 uint64_t store_wire_digest();
+
+// What a store's welcome proves over a hello's challenge: HMAC-SHA256 with the deployment secret
+// over the store's identity, the node's engine id, its namespace and the challenge.
+std::string store_welcome_proof(const secret_key& key, const std::string& store_id, const store_hello& hello);
+// Whether `welcome.proof` is that proof (constant time).
+bool store_welcome_proven(const secret_key& key, const store_welcome& welcome, const store_hello& hello);
 
 // Loads the middleman and sets what every ordo store peer needs: the ordo type ids, the app
 // identifier, heartbeats (1 s) and the connection timeout (15 s). Call before creating the system.
@@ -109,6 +116,9 @@ struct store_server_options {
   // Fault injection (faults.corrupt_commits, a P/D node): flip one data byte of every object of
   // this kind right after its commit, so a reader's checksum finds it (255 = none).
   uint8_t corrupt_commits_kind = 255;
+  // The deployment secret (docs/security.md): a welcome carries a proof over the hello's challenge,
+  // so a node knows it reached a store of its deployment. Empty: no proof (tests of the core only).
+  std::optional<secret_key> secret;
   std::shared_ptr<store_server_shared> shared = std::make_shared<store_server_shared>();
   trace_tap tap;
 };

@@ -509,6 +509,7 @@ struct StoreHello {
   engineId @2 :Text;
   namespaceId @3 :UInt64;
   bootId @4 :Text;
+  challenge @5 :Text;      # random hex the welcome's proof covers (docs/security.md)
 }
 
 struct StoreWelcome {
@@ -521,6 +522,7 @@ struct StoreWelcome {
   wireDigest @5 :UInt64;
   bootId @6 :Text;
   arenaSocket @7 :Text;    # abstract AF_UNIX name that hands out the arena's memfd
+  proof @8 :Text;          # HMAC-SHA256 with the deployment secret over the hello's challenge
 }
 
 struct StoreRead {

@@ -161,9 +161,10 @@ struct store_hello {
   std::string engine_id;     // the node's engine identity (runtime/engine_identity.hpp)
   uint64_t namespace_id = 0;
   std::string boot_id;       // /proc/sys/kernel/random/boot_id of the node's host
+  std::string challenge;     // 32 random bytes (hex) the welcome's proof covers (docs/security.md)
 };
 
-ORDO_FIELDS(store_hello, wire, wire_digest, engine_id, namespace_id, boot_id)
+ORDO_FIELDS(store_hello, wire, wire_digest, engine_id, namespace_id, boot_id, challenge)
 
 // store server → node: the session is open (ok) or refused (why), and the store's own identity.
 struct store_welcome {
@@ -175,9 +176,10 @@ struct store_welcome {
   uint64_t wire_digest = 0; // the store's
   std::string boot_id;      // the store's host
   std::string arena_socket; // abstract AF_UNIX name (no leading NUL) that hands out the arena's fd
+  std::string proof;        // store_welcome_proof(): the store holds this deployment's secret
 };
 
-ORDO_FIELDS(store_welcome, ok, why, store_id, arena_bytes, granularity, wire_digest, boot_id, arena_socket)
+ORDO_FIELDS(store_welcome, ok, why, store_id, arena_bytes, granularity, wire_digest, boot_id, arena_socket, proof)
 
 // --- bytes over the actor connection (store.transport = "tcp", docs/store.md) ------------------
 

@@ -67,5 +67,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(ordo, caf::first_custom_type_id)
   CAF_ADD_ATOM(ordo, ordo, store_retry_atom, "sretry")
   // A store server's own timer: the lease (namespace, transfer id, generation) ran out.
   CAF_ADD_ATOM(ordo, ordo, lease_expire_atom, "lexpire")
+  // A P/D peer's store client's own timer: 0 = a waiting lookup's deadline, 1 = the idle check.
+  CAF_ADD_ATOM(ordo, ordo, store_tick_atom, "stick")
 
 CAF_END_TYPE_ID_BLOCK(ordo)

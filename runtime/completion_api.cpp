@@ -398,12 +398,33 @@ std::optional<api_error> parse_sampling(const json& body, const api_limits& limi
       if (port == v->end() || !port->is_number_integer() || port->get<int64_t>() < 1 || port->get<int64_t>() > 65535)
         return bad("kv_transfer_params.remote_port must be a port 1..65535 with remote_host, got " +
                    (port == v->end() ? std::string("nothing") : described(*port)));
+      if (host->get<std::string>().size() > 255)
+        return bad("kv_transfer_params.remote_host must be at most 255 bytes, got " + described(*host));
       req.kv_peer = host->get<std::string>() + ":" + std::to_string(port->get<int64_t>());
+      out.kv_claim.host = host->get<std::string>();
+      out.kv_claim.port = static_cast<int32_t>(port->get<int64_t>());
     }
     if (auto t = v->find("transfer_id"); t != v->end() && !t->is_null()) {
       if (!t->is_string() || t->get<std::string>().size() > 128)
         return bad("kv_transfer_params.transfer_id must be a string of at most 128 bytes, got " + described(*t));
       req.kv_transfer_id = t->get<std::string>();
+      out.kv_claim.transfer_id = req.kv_transfer_id;
+    }
+    // What a prefill node signed (runtime/pd_params.hpp); checked by the node, not here.
+    if (auto e = v->find("remote_engine_id"); e != v->end() && !e->is_null()) {
+      if (!e->is_string() || e->get<std::string>().size() > 128)
+        return bad("kv_transfer_params.remote_engine_id must be a string of at most 128 bytes, got " + described(*e));
+      out.kv_claim.engine_id = e->get<std::string>();
+    }
+    if (auto x = v->find("expires_at"); x != v->end() && !x->is_null()) {
+      if (!x->is_number_integer() || x->get<int64_t>() < 0)
+        return bad("kv_transfer_params.expires_at must be a time in unix seconds, got " + described(*x));
+      out.kv_claim.expires_at = x->get<int64_t>();
+    }
+    if (auto g = v->find("signature"); g != v->end() && !g->is_null()) {
+      if (!g->is_string() || g->get<std::string>().size() != 64)
+        return bad("kv_transfer_params.signature must be 64 hex digits, got " + described(*g));
+      out.kv_claim.signature = g->get<std::string>();
     }
   }
 

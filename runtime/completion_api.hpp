@@ -4,6 +4,7 @@
 #pragma once
 
 #include "messages/request.hpp"
+#include "runtime/pd_params.hpp"
 
 #include <cstdint>
 #include <string>
@@ -34,6 +35,9 @@ struct api_request {
   completion_request request;
   bool chat = false;
   bool include_usage = false;
+  // kv_transfer_params naming a prefill node: what they claim, checked by the node against its
+  // secret and pd.peers (runtime/pd_params.hpp) before the request goes anywhere.
+  kv_params_claim kv_claim;
 };
 
 // Parses a POST /v1/completions body. A text prompt is tokenized (BOS + bytes); token ids are

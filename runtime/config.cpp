@@ -30,6 +30,9 @@ using toml_config::rule_host;
 // Keys whose value no message may print. An unknown key that looks like one (a misspelt
 // server.api_key) is hidden too: its value is most likely a secret.
 bool is_secret_key(const std::string& dotted) {
+  // security.secret_file names a file, not a secret: its path is shown.
+  if (dotted == "security.secret_file")
+    return false;
   return dotted == "server.api_key" || dotted == "server.admin_key" || toml_config::looks_secret(dotted);
 }
 
@@ -45,7 +48,8 @@ const toml_config::schema& node_schema() {
       {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
       {"kv_transfer", {"connector", "kv_role", "config", "connectors"}},
       {"store", {"capacity_mb", "address", "transport", "expect_identity", "deadline_ms"}},
-      {"pd", {"lease_ms", "transport"}},
+      {"pd", {"lease_ms", "transport", "peers"}},
+      {"security", {"secret_file"}},
       {"node", {"engine_id"}},
       {"server",
        {"host", "port", "actor_port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
@@ -59,7 +63,7 @@ const toml_config::schema& node_schema() {
                      "store.address",      "store.transport",    "store.expect_identity", "node.engine_id",
                      "server.host",        "server.api_key",     "server.admin_key",   "log.level",
                      "trace.path",         "trace.node",         "faults.drop_edge",   "pd.transport",
-                     "faults.corrupt_commits", "kv_transfer.connectors"};
+                     "faults.corrupt_commits", "kv_transfer.connectors", "pd.peers", "security.secret_file"};
     x.is_secret_key = is_secret_key;
     return x;
   }();
@@ -135,6 +139,8 @@ const std::string rule_deadline = "between 100 and 600000 (milliseconds)";
 const std::string rule_engine_id = "\"\" (derived) or 1 to 64 letters, digits, '_', '-' or '.'";
 const std::vector<std::string> store_transports = {"shm", "tcp"};
 const std::vector<std::string> corrupt_kinds = {"none", "kv_chunk", "state_image"};
+const std::string rule_pd_peers = "at most 64 HOST:PORT endpoints separated by commas, e.g. \"10.0.0.5:7001\"";
+const std::string rule_secret_file = "a file path (\"\" = $XDG_RUNTIME_DIR/ordo/secret, else ~/.config/ordo/secret)";
 const std::string rule_lease_ms = "between 0 (no lease) and 3600000 milliseconds";
 const std::string rule_timeout = "between 1 and 3600 (seconds)";
 const std::string rule_max_connections = "between 1 and 65536";
@@ -257,6 +263,38 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
   }
 }
 
+// pd.peers = "HOST:PORT,HOST:PORT": prefill nodes a decode node pulls from without signed
+// kv_transfer_params (docs/security.md); each a host and a port 1..65535, at most 64.
+void read_pd_peers(const reader& r, node_config& cfg) {
+  std::string text;
+  r.string("pd", "peers", text, rule_pd_peers);
+  cfg.pd_peers.clear();
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    const size_t comma = text.find(',', start);
+    std::string one = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!one.empty() && one.front() == ' ')
+      one.erase(one.begin());
+    while (!one.empty() && one.back() == ' ')
+      one.pop_back();
+    const size_t colon = one.rfind(':');
+    bool ok = colon != std::string::npos && colon > 0 && colon + 1 < one.size() && colon + 6 >= one.size();
+    int64_t port = 0;
+    for (size_t i = colon + 1; ok && i < one.size(); ++i) {
+      ok = one[i] >= '0' && one[i] <= '9';
+      port = port * 10 + (one[i] - '0');
+    }
+    if (!ok || port < 1 || port > 65535 || one.size() > 255)
+      fail("pd.peers = " + in_quotes(text) + ": " + in_quotes(one) + " is not HOST:PORT; must be " + rule_pd_peers);
+    cfg.pd_peers.push_back(one);
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  if (cfg.pd_peers.size() > 64)
+    fail("pd.peers lists " + std::to_string(cfg.pd_peers.size()) + " peers; must be " + rule_pd_peers);
+}
+
 // kv_transfer.connectors = "pd,offload": the leaves of connector "multi", in lookup order.
 void read_leaves(const reader& r, node_config& cfg) {
   std::string text;
@@ -322,6 +360,8 @@ node_config from_table(const toml::table& root) {
   apply_kv_transfer_json(r, cfg);
   cfg.pd_lease_ms = r.integer("pd", "lease_ms", cfg.pd_lease_ms, 0, 3600000, rule_lease_ms);
   r.string("pd", "transport", cfg.pd_transport, "one of " + join(store_transports));
+  read_pd_peers(r, cfg);
+  r.string("security", "secret_file", cfg.secret_file, rule_secret_file);
   r.string("node", "engine_id", cfg.engine_id, rule_engine_id);
 
   r.string("server", "host", cfg.host, rule_host);
@@ -516,6 +556,13 @@ std::string describe(const node_config& cfg) {
     os << " store.expect_identity=" << cfg.store_expect_identity;
   if (cfg.uses_pd())
     os << " pd.lease_ms=" << cfg.pd_lease_ms << " pd.transport=" << cfg.pd_transport;
+  if (!cfg.pd_peers.empty()) {
+    os << " pd.peers=";
+    for (size_t i = 0; i < cfg.pd_peers.size(); ++i)
+      os << (i ? "," : "") << cfg.pd_peers[i];
+  }
+  if (!cfg.secret_file.empty())
+    os << " security.secret_file=" << cfg.secret_file;
   if (!cfg.engine_id.empty())
     os << " node.engine_id=" << cfg.engine_id;
   os

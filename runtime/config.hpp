@@ -87,6 +87,12 @@ struct node_config {
   // pulls them ("shm": the prefill node's arena mapped on this host; "tcp": as CAF messages).
   int64_t pd_lease_ms = 30000;
   std::string pd_transport = "shm";
+  // pd.peers: prefill nodes ("HOST:PORT" of their server.actor_port) a decode node pulls from
+  // even without signed kv_transfer_params (docs/security.md); every other peer must come signed.
+  std::vector<std::string> pd_peers;
+  // [security] (docs/security.md): the deployment secret's file ("" = $XDG_RUNTIME_DIR/ordo/secret,
+  // else ~/.config/ordo/secret).
+  std::string secret_file;
   // [node]
   std::string engine_id; // "" = derived from the HTTP port, an instance nonce and the boot id
   // [server]

@@ -60,7 +60,10 @@ node_metrics::node_metrics(const node_config& config)
       checkpoints_evicted_(registry_.counter("ordo_checkpoints_evicted_total", "State checkpoint images evicted")),
       checkpoints_restored_(registry_.counter("ordo_checkpoints_restored_total",
                                               "State checkpoint images restored into a request's slot")),
-      images_(registry_.gauge("ordo_checkpoint_images", "State checkpoint images held (COPYING or READY)")) {
+      images_(registry_.gauge("ordo_checkpoint_images", "State checkpoint images held (COPYING or READY)")),
+      kv_params_refused_(registry_.counter("ordo_pd_kv_params_refused_total",
+                                           "Requests refused because their kv_transfer_params named a prefill node "
+                                           "that was neither signed for them nor listed in pd.peers")) {
   registry_.gauge("ordo_hbm_blocks_capacity", "KV blocks in the device arena").set(config.num_blocks);
   blocks_free_.set(config.num_blocks); // before the first step every block is free
 }

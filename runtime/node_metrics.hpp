@@ -27,6 +27,9 @@ public:
   // An error answer of the frontend, counted under ordo_requests_total{status="<code>"}; a 429
   // is not: it is the scheduler's refusal, counted from scheduler_stats as status="rejected".
   void count_error(int http_status);
+  // A request whose kv_transfer_params named a prefill node this node may not pull from
+  // (ordo_pd_kv_params_refused_total; docs/security.md). Any thread.
+  void count_kv_params_refused() { kv_params_refused_.inc(); }
   std::string render() const;
 
 private:
@@ -60,6 +63,7 @@ private:
   metric_counter& checkpoints_evicted_;
   metric_counter& checkpoints_restored_;
   metric_gauge& images_;
+  metric_counter& kv_params_refused_;
 };
 
 using node_metrics_ptr = std::shared_ptr<node_metrics>;

@@ -228,10 +228,11 @@ host_window::~host_window() {
 }
 
 uint64_t host_window::attach(int fd, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
   auto at = ranges_.take(bytes);
   if (!at)
     throw std::runtime_error("no room for an arena of " + std::to_string(bytes) + " bytes in the " +
-                             std::to_string(size_ >> 30) + " GiB window (" + std::to_string(mapped_bytes()) +
+                             std::to_string(size_ >> 30) + " GiB window (" + std::to_string(ranges_.used_bytes()) +
                              " bytes mapped)");
   void* p = ::mmap(base_ + *at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   if (p == MAP_FAILED) {
@@ -243,6 +244,7 @@ uint64_t host_window::attach(int fd, uint64_t bytes) {
 }
 
 void host_window::detach(uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t bytes = ranges_.give(offset);
   if (bytes == 0)
     return;
@@ -251,6 +253,9 @@ void host_window::detach(uint64_t offset) {
     spdlog::error("store arena at window offset {}: cannot unmap it: {}", offset, std::strerror(errno));
 }
 
-uint64_t host_window::mapped_bytes() const { return ranges_.used_bytes(); }
+uint64_t host_window::mapped_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ranges_.used_bytes();
+}
 
 } // namespace ordo

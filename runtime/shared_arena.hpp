@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <optional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -72,7 +73,8 @@ private:
 
 // Node side: one reserved range of address space (PROT_NONE, no memory behind it) in which
 // arenas are mapped shared and read-write at offsets the window chooses (first fit, 2 MiB
-// aligned). Not thread-safe: its owner (the store client actor) serialises calls.
+// aligned). Thread-safe: a node's store clients (one per P/D peer) attach and detach from their
+// own threads.
 class host_window {
 public:
   explicit host_window(uint64_t bytes);
@@ -92,6 +94,7 @@ public:
 private:
   uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
+  mutable std::mutex mutex_; // guards ranges_ and the mappings they describe
   range_allocator ranges_;
 };
 

@@ -25,8 +25,9 @@ const toml_config::schema& store_schema() {
     x.sections = {
         {"store", {"capacity_mb", "host", "port", "http_port", "granularity", "engine_id"}},
         {"log", {"level"}},
+        {"security", {"secret_file"}},
     };
-    x.string_keys = {"store.host", "store.granularity", "store.engine_id", "log.level"};
+    x.string_keys = {"store.host", "store.granularity", "store.engine_id", "log.level", "security.secret_file"};
     x.example_set = "store.capacity_mb=64";
     x.example_key = "store.port";
     return x;
@@ -49,6 +50,8 @@ store_config from_table(const toml::table& root) {
   r.string("store", "granularity", cfg.granularity, "one of " + join(granularities));
   r.string("store", "engine_id", cfg.engine_id, rule_engine_id);
   r.string("log", "level", cfg.log_level, "one of " + join(log_levels));
+  r.string("security", "secret_file", cfg.secret_file,
+           "a file path (\"\" = $XDG_RUNTIME_DIR/ordo/secret, else ~/.config/ordo/secret)");
 
   if (!is_host(cfg.host))
     fail("store.host = " + in_quotes(cfg.host) + ": must be " + rule_host);

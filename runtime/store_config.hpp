@@ -19,6 +19,7 @@ struct store_config {
   std::string granularity = "block";  // [store] granularity: "block" | "chunk"
   std::string engine_id;              // [store] engine_id: "" = derived (runtime/engine_identity.hpp)
   std::string log_level = "info";     // [log] level
+  std::string secret_file;            // [security] secret_file: "" = the default (docs/security.md)
 
   uint64_t capacity_bytes() const { return static_cast<uint64_t>(capacity_mb) << 20; }
 };

@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake g++ make ccache pkg-config
       libcaf-dev libcapnp-dev capnproto libuv1-dev libspdlog-dev catch2
-      libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libhttp-parser-dev
+      libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libhttp-parser-dev libssl-dev
       curl prometheus python3)  # prometheus: promtool (tests/test_metrics.cpp); python3: cli tests
 [[ ${1:-} == --amd ]] && pkgs+=(hipcc libamdhip64-dev rocm-device-libs)
 missing=()

@@ -18,6 +18,10 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "actors/store_client.hpp"
 #include "actors/store_server.hpp"
 #include "runtime/device.hpp"
@@ -45,7 +49,7 @@ struct store_process {
   store_server_actor server;
   uint16_t port = 0;
 
-  store_process(uint16_t want_port, const std::string& id) {
+  store_process(uint16_t want_port, const std::string& id, std::optional<secret_key> secret = std::nullopt) {
     configure_store_wire(cfg);
     quiet(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
@@ -55,6 +59,7 @@ struct store_process {
     opt.arena = arena.data();
     opt.arena_bytes = arena.size();
     opt.boot_id = boot_id();
+    opt.secret = secret;
     shared = opt.shared;
     shared->set_engine_id(id);
     shared->set_arena_socket(fds->name());
@@ -206,4 +211,97 @@ TEST_CASE("the store client keeps every grant exact across a store that dies and
   CHECK(status->view().disconnects_total == 1);
 
   caf::anon_send_exit(client, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// A loopback port nothing listens on (bound once, then closed).
+uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+} // namespace
+
+TEST_CASE("a P/D peer's client: a first lookup waits for the session, a stranger is refused, idle ends it",
+          "[store_client]") {
+  secret_key key{};
+  key[5] = 9;
+  const uint16_t port = free_port();
+  caf::actor_system_config cfg;
+  configure_store_wire(cfg);
+  quiet(cfg);
+  caf::actor_system sys{cfg};
+  auto window = std::make_shared<host_window>(uint64_t{1} << 34);
+  store_client_options opt;
+  opt.host = "127.0.0.1";
+  opt.port = port;
+  opt.namespace_id = 7;
+  opt.deadline_ms = 4000;
+  opt.window = window;
+  opt.dev = std::shared_ptr<device>(make_cpu_device({}));
+  opt.secret = key;
+  opt.on_demand = true;
+  opt.idle_exit_ms = 400;
+  auto status = opt.status;
+  auto client = spawn_store_client(sys, opt);
+  caf::scoped_actor self{sys};
+  self->send(client, store_connect_atom_v, std::string("node-peer-test"));
+
+  // Nothing listens yet: the lookup waits while the connect is retried, and is answered through
+  // the session once the store appears (not "nothing found" from an unreachable store).
+  std::unique_ptr<store_process> store;
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    store = std::make_unique<store_process>(port, "peer-one", key);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  bool answered = false;
+  self->request(client, std::chrono::seconds(10), store_contains{{key_of(1)}})
+      .receive([&](store_contains_done&) { answered = true; },
+               [&](caf::error& e) { FAIL("store_contains failed: " << sys.render(e)); });
+  later.join();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(answered);
+  CHECK(waited >= std::chrono::milliseconds(500));
+  CHECK(status->view().connected);
+  CHECK(status->view().unreachable_answers_total == 0);
+  CHECK(status->view().connects_total == 1);
+  CHECK(window->mapped_bytes() == arena_bytes);
+
+  // Unused for idle_exit_ms with nothing outstanding: the client ends and unmaps the arena.
+  self->monitor(client);
+  bool down = false;
+  self->receive([&](caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(5)) >> [] {});
+  CHECK(down);
+  CHECK(window->mapped_bytes() == 0);
+  REQUIRE(eventually([&] { return store->shared->view().sessions == 0; }));
+
+  // A store holding another secret: its welcome's proof does not verify; refused, nothing mapped,
+  // and the lookup is answered at once (no retry for a refusal).
+  store.reset();
+  secret_key other = key;
+  other[0] ^= 1;
+  store_process stranger(port, "peer-stranger", other);
+  auto opt2 = opt;
+  opt2.status = std::make_shared<store_link_status>();
+  opt2.idle_exit_ms = 0;
+  auto client2 = spawn_store_client(sys, opt2);
+  self->send(client2, store_connect_atom_v, std::string("node-peer-test-2"));
+  int present = -1;
+  self->request(client2, std::chrono::seconds(10), store_contains{{key_of(1)}})
+      .receive([&](store_contains_done& d) { present = d.present.at(0); },
+               [&](caf::error& e) { FAIL("store_contains failed: " << sys.render(e)); });
+  CHECK(present == 0);
+  CHECK(opt2.status->view().refused);
+  CHECK(opt2.status->view().error.find("did not prove it holds this deployment's secret") != std::string::npos);
+  CHECK(window->mapped_bytes() == 0);
+  caf::anon_send_exit(client2, caf::exit_reason::user_shutdown);
 }

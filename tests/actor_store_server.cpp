@@ -40,7 +40,7 @@ struct server_side {
   store_server_actor server;
   uint16_t port = 0;
 
-  server_side() {
+  explicit server_side(std::optional<secret_key> secret = std::nullopt) {
     configure_store_wire(cfg);
     quiet(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
@@ -49,6 +49,7 @@ struct server_side {
     opt.arena_bytes = arena.size();
     opt.granularity = "block";
     opt.boot_id = boot_id();
+    opt.secret = secret;
     shared = opt.shared;
     shared->set_engine_id("store-test");
     server = spawn_store_server(*sys, std::move(opt));
@@ -93,7 +94,7 @@ struct client_side {
 };
 
 store_hello hello_as(const std::string& engine_id) {
-  return store_hello{store_wire_name, store_wire_digest(), engine_id, 7, boot_id()};
+  return store_hello{store_wire_name, store_wire_digest(), engine_id, 7, boot_id(), random_hex(32)};
 }
 
 object_key key_of(uint64_t hash) {
@@ -274,6 +275,34 @@ TEST_CASE("store server: sessions over a real socket", "[store_server]") {
   }
   b.reset();
   CHECK(eventually([&] { return server.shared->view().sessions == 0; }));
+}
+
+TEST_CASE("store server: its welcome proves the deployment secret over the hello's challenge", "[store_server]") {
+  secret_key key{};
+  key[0] = 42;
+  server_side server(key);
+  client_side node(server.port);
+  const store_hello h = hello_as("node-proof");
+  auto w = get_ok<store_welcome>(node.ask<store_welcome>(h));
+  CHECK(w.ok);
+  CHECK(w.proof.size() == 64);
+  CHECK(store_welcome_proven(key, w, h));
+  // Another secret, another challenge, a proof moved to another store's name: none verifies.
+  secret_key other = key;
+  other[31] ^= 1;
+  CHECK_FALSE(store_welcome_proven(other, w, h));
+  store_hello replayed = h;
+  replayed.challenge = random_hex(32);
+  CHECK_FALSE(store_welcome_proven(key, w, replayed));
+  store_welcome renamed = w;
+  renamed.store_id = "store-evil";
+  CHECK_FALSE(store_welcome_proven(key, renamed, h));
+  // A store without the secret proves nothing.
+  server_side stranger;
+  client_side node2(stranger.port);
+  auto w2 = get_ok<store_welcome>(node2.ask<store_welcome>(hello_as("node-proof-2")));
+  CHECK(w2.proof.empty());
+  CHECK_FALSE(store_welcome_proven(key, w2, hello_as("node-proof-2")));
 }
 
 TEST_CASE("store server: a session cannot release another session's pins", "[store_server]") {

@@ -195,7 +195,8 @@ stop_pid "$proxy_pid"
 # --- the exact upstream requests, against fake nodes ---------------------------------------------
 cat >"$tmp/fake.py" <<'EOF'
 # A fake node: records each request (path, Authorization, body) as a JSON line; a prefill fake
-# answers 200 with kv_transfer_params when the prompt is "kv", a decode fake answers 418.
+# answers 200 with signed-looking kv_transfer_params when the prompt is "kv", unsigned ones when it
+# is "unsigned"; a decode fake answers 418.
 import json, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 role, log = sys.argv[1], sys.argv[2]
@@ -217,7 +218,9 @@ class H(BaseHTTPRequestHandler):
         if role == "prefill":
             out = {"id": "p", "choices": [{"text": "x"}]}
             if json.loads(body).get("prompt") == "kv":
-                out["kv_transfer_params"] = {"remote_engine_id": "e-1", "remote_block_ids": [4, 5]}
+                out["kv_transfer_params"] = {"remote_engine_id": "e-1", "remote_block_ids": [4, 5], "signature": "ab" * 32}
+            if json.loads(body).get("prompt") == "unsigned":
+                out["kv_transfer_params"] = {"remote_host": "127.0.0.1", "remote_port": 9}
             status, data = 200, json.dumps(out).encode()
         else:
             status, data = 418, b'{"teapot": "short and stout"}'
@@ -239,18 +242,21 @@ pids+=("$fd")
 wait_ready "$tmp/fp.out"
 wait_ready "$tmp/fd.out"
 start_proxy fake --set proxy.prefill=127.0.0.1:$(port_of "$tmp/fp.out") --set proxy.decode=127.0.0.1:$(port_of "$tmp/fd.out")
-orig='{"prompt": "kv", "max_tokens": 9, "stream": true, "stream_options": {"include_usage": true}, "temperature": 0}'
+# The client names a peer of its own: the proxy drops it (a client chooses no peer).
+orig='{"prompt": "kv", "max_tokens": 9, "stream": true, "stream_options": {"include_usage": true}, "temperature": 0, "kv_transfer_params": {"remote_host": "10.6.6.6", "remote_port": 666, "transfer_id": "mine"}}'
 code=$(curl_ -o "$tmp/teapot" -w '%{http_code}' -H 'Authorization: Bearer tok-1' "$proxy_url/v1/completions" -d "$orig")
 check "the decode node's status comes back as is" test "$code" = 418
 check "the decode node's body comes back byte for byte" test "$(cat "$tmp/teapot")" = '{"teapot": "short and stout"}'
 plain='{"prompt": "plain", "max_tokens": 3}'
 curl_ -o /dev/null "$proxy_url/v1/chat/completions" -d "$plain"
+unsigned='{"prompt": "unsigned", "max_tokens": 3, "kv_transfer_params": {"remote_host": "10.6.6.6", "remote_port": 666}}'
+curl_ -o /dev/null "$proxy_url/v1/completions" -d "$unsigned"
 cat >"$tmp/check.py" <<'EOF'
 import json, sys
 fp = [json.loads(l) for l in open(sys.argv[1])]
 fd = [json.loads(l) for l in open(sys.argv[2])]
 orig = json.loads(sys.argv[3])
-assert len(fp) == 2 and len(fd) == 2, (len(fp), len(fd))
+assert len(fp) == 3 and len(fd) == 3, (len(fp), len(fd))
 p = json.loads(fp[0]["body"])
 want = dict(orig, max_tokens=1, stream=False,
             kv_transfer_params={"do_remote_decode": True, "do_remote_prefill": False})
@@ -258,11 +264,15 @@ del want["stream_options"]
 assert p == want, ("prefill body", p)
 assert fp[0]["path"] == "/v1/completions" and fp[0]["auth"] == "Bearer tok-1", fp[0]
 d = json.loads(fd[0]["body"])
-assert d == dict(orig, kv_transfer_params={"remote_engine_id": "e-1", "remote_block_ids": [4, 5]}), ("decode body", d)
+assert d == dict(orig, kv_transfer_params={"remote_engine_id": "e-1", "remote_block_ids": [4, 5], "signature": "ab" * 32}), ("decode body", d)
 assert fd[0]["path"] == "/v1/completions" and fd[0]["auth"] == "Bearer tok-1", fd[0]
 # No kv_transfer_params in the prefill answer: the decode node gets the original bytes.
 assert fp[1]["path"] == "/v1/chat/completions" and fp[1]["auth"] is None
 assert fd[1]["body"] == sys.argv[4], ("unchanged body", fd[1]["body"])
+# The prefill node answered unsigned parameters, and the client sent its own: neither reaches the decode node.
+u = json.loads(fd[2]["body"])
+assert "kv_transfer_params" not in u and u["prompt"] == "unsigned", ("unsigned", u)
+assert "10.6.6.6" not in fp[2]["body"], ("the client's peer reached the prefill node", fp[2]["body"])
 EOF
 check "prefill and decode get vLLM's P/D requests (auth forwarded)" \
   python3 "$tmp/check.py" "$tmp/fp.log" "$tmp/fd.log" "$orig" "$plain"

@@ -114,7 +114,7 @@ private:
     store_ = *handle;
     store_welcome w;
     std::string error = "no answer";
-    store_hello h{store_wire_name, store_wire_digest(), "bench-" + std::to_string(getpid()), namespace_id, boot_id()};
+    store_hello h{store_wire_name, store_wire_digest(), "bench-" + std::to_string(getpid()), namespace_id, boot_id(), ""};
     (*self_)->request(store_, deadline, h)
         .receive([&](store_welcome& got) { w = std::move(got), error.clear(); },
                  [&](caf::error& e) { error = sys_->render(e); });

@@ -397,6 +397,7 @@ struct proxy_metrics {
   metric_counter* outcome_rejected;
   metric_counter* prefill_failures;
   metric_counter* decode_failures;
+  metric_counter* client_kv_params_dropped;
   metric_gauge* in_flight;
   metric_histogram* prefill_seconds;
   metric_histogram* decode_seconds;
@@ -417,6 +418,9 @@ struct proxy_metrics {
         "Prefill attempts that got no 2xx answer (connection refused, timeout, non-2xx); each node tried counts");
     decode_failures = &registry.counter("ordo_proxy_decode_failures_total",
                                         "Decode attempts that got no answer (connection refused, timeout, cut off)");
+    client_kv_params_dropped = &registry.counter(
+        "ordo_proxy_client_kv_params_dropped_total",
+        "Client requests whose own kv_transfer_params the proxy dropped (a client chooses no peer)");
     in_flight = &registry.gauge("ordo_proxy_requests_in_flight", "Client requests being proxied now");
     const auto buckets = exponential_buckets(0.005, 2.0, 16); // 5 ms .. ~164 s
     const std::string up_help = "Seconds of one upstream request (a streamed decode: until its last byte)";
@@ -486,7 +490,15 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
     return call;
   };
   const bool is_object = original.is_object();
-  std::string decode_body = req.body;
+  // A client chooses no peer (docs/security.md): its own kv_transfer_params never reach a node;
+  // the decode node gets only what the prefill node answered (signed).
+  const bool client_chose_peer = is_object && original.contains("kv_transfer_params");
+  if (client_chose_peer) {
+    original.erase("kv_transfer_params");
+    m.client_kv_params_dropped->inc();
+  }
+  // Unchanged bytes unless the client's own parameters had to go.
+  std::string decode_body = client_chose_peer ? original.dump() : req.body;
   bool prefilled = false;
   if (is_object && !st->prefill.nodes.empty()) {
     const std::string pbody = prefill_body(original);
@@ -505,7 +517,10 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
         } catch (const std::exception&) {
           answer = nullptr;
         }
-        if (answer.is_object() && answer.contains("kv_transfer_params") && answer["kv_transfer_params"].is_object()) {
+        // Only signed parameters travel on: a decode node would refuse any others (runtime/pd_params.hpp).
+        if (answer.is_object() && answer.contains("kv_transfer_params") && answer["kv_transfer_params"].is_object() &&
+            answer["kv_transfer_params"].contains("signature") &&
+            answer["kv_transfer_params"]["signature"].is_string()) {
           nlohmann::json d = original;
           d["kv_transfer_params"] = answer["kv_transfer_params"];
           decode_body = d.dump();

@@ -12,6 +12,7 @@
 
 #include "actors/http_server.hpp"
 #include "actors/store_server.hpp"
+#include "runtime/deployment_secret.hpp"
 #include "runtime/engine_identity.hpp"
 #include "runtime/shared_arena.hpp"
 #include "runtime/store_config.hpp"
@@ -51,6 +52,13 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  deployment_secret secret;
+  try {
+    secret = load_or_create_secret(cfg.secret_file);
+  } catch (const std::exception& e) {
+    std::cerr << "ordo store: " << e.what() << "\n";
+    return 2;
+  }
 
   std::unique_ptr<store_arena> arena;
   try {
@@ -69,6 +77,7 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   opt.arena_bytes = arena->size();
   opt.granularity = cfg.granularity;
   opt.boot_id = boot_id();
+  opt.secret = secret.key;
   auto shared = opt.shared;
   store_server_actor server = spawn_store_server(sys, std::move(opt));
   auto stop_server = [&] { caf::anon_send_exit(server, caf::exit_reason::user_shutdown); };
