@@ -133,7 +133,34 @@ check "the decode node still serves" test "$(field "$(ask "$D" 300 5)" 1)" = 200
 check "refusals are counted" grep -Eq '^ordo_pd_kv_params_refused_total [1-9]' \
   <(curl --noproxy '*' -s --max-time 10 "http://$D/metrics")
 
-for name in x d2 d liar p c; do
+# A listed peer that accepts and hangs up: the first request waits within store.deadline_ms while
+# the connect is retried, recomputes, and once no request wants the peer it is tried no more.
+cat >"$tmp/closer.py" <<'EOF'
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print("listening on tcp://127.0.0.1:%d" % s.getsockname()[1], flush=True)
+n = 0
+while True:
+    c, _ = s.accept(); n += 1; c.close()
+    open(sys.argv[1], "w").write(str(n))
+EOF
+python3 "$tmp/closer.py" "$tmp/closer.count" >"$tmp/closer.out" 2>"$tmp/closer.err" &
+pids+=($!)
+wait_ready "$tmp/closer.out"
+closer_port=$(sed -n 's|^listening on tcp://127.0.0.1:\([0-9]*\)$|\1|p' "$tmp/closer.out")
+start d3 "${pd[@]}" --set kv_transfer.kv_role=kv_consumer --set pd.peers="127.0.0.1:$closer_port" \
+  --set store.deadline_ms=1000
+D3=$(http_of "$tmp/d3.out")
+clean=$(field "$(ask "$C" 300 6)" 2)
+got=$(ask "$D3" 300 6 "{\"remote_host\": \"127.0.0.1\", \"remote_port\": $closer_port}")
+check "a listed peer that hangs up: the request recomputes, exact" \
+  test "$(field "$got" 1) $(field "$got" 3) $(field "$got" 2)" = "200 0 $clean"
+tried=$(cat "$tmp/closer.count" 2>/dev/null || echo 0)
+check "... after retrying the connect within the deadline ($tried connections)" test "$tried" -ge 2
+sleep 3
+check "... and no retry once no request wants it" test "$(cat "$tmp/closer.count")" = "$tried"
+
+for name in x d3 d2 d liar p c; do
   eval "pid=\$${name}_pid"
   kill -TERM "$pid"
   wait_exit "$pid" 20
