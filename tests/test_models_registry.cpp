@@ -1,5 +1,6 @@
 #include <catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -231,4 +232,46 @@ TEST_CASE("qwen3_5 nested config: errors name text_config's keys; the vision tow
   CHECK_THAT(load_refusal(dir), Contains("config.json: text_config.head_dim: bad value 0"));
   edit_config(dir, [](json& c) { c["text_config"]["head_dim"] = 256; c.erase("text_config"); });
   CHECK_THAT(load_refusal(dir), Contains("config.json: text_config: missing"));
+}
+
+TEST_CASE("the checkpoint digest: names, dtypes, shapes, bytes and dims; not the sharding", "[models]") {
+  const uint64_t text = load_hf_checkpoint(fixtures + "qwen3_5_text").digest;
+  const uint64_t vl = load_hf_checkpoint(fixtures + "qwen3_5_vl_sharded").digest;
+  const uint64_t next = load_hf_checkpoint(fixtures + "qwen3_next_dense").digest;
+  CHECK(text != 0);
+  CHECK(text != vl);
+  CHECK(text != next);
+  CHECK(vl != next);
+  CHECK(load_hf_checkpoint(fixtures + "qwen3_5_text").digest == text);
+
+  SECTION("the same tensors in one file instead of five shards") {
+    const std::string dir = copy_fixture("qwen3_5_vl_sharded");
+    std::vector<st_write_tensor> all;
+    {
+      const auto ck = safetensors_checkpoint::open(dir);
+      for (const auto& [name, e] : ck.tensors())
+        all.push_back({name, e.tensor->dtype, e.tensor->shape,
+                       std::vector<uint8_t>(e.file->bytes(*e.tensor), e.file->bytes(*e.tensor) + (e.tensor->end - e.tensor->begin))});
+    }
+    for (const auto& f : fs::directory_iterator(dir))
+      if (f.path().string().find("safetensors") != std::string::npos) fs::remove(f.path());
+    std::reverse(all.begin(), all.end()); // another order in the file, too
+    write_safetensors(dir + "/model.safetensors", all);
+    CHECK(load_hf_checkpoint(dir).digest == vl);
+  }
+  SECTION("one bit of one tensor") {
+    const std::string dir = copy_fixture("qwen3_5_text");
+    edit_tensors(dir, [](auto& ts) { ts[5].bytes[3] ^= 1; });
+    CHECK(load_hf_checkpoint(dir).digest != text);
+  }
+  SECTION("a dim the forward reads, with the tensors unchanged") {
+    const std::string dir = copy_fixture("qwen3_5_text");
+    edit_config(dir, [](json& c) { c["rope_parameters"]["rope_theta"] = 10000.0; });
+    CHECK(load_hf_checkpoint(dir).digest != text);
+  }
+  SECTION("a skipped tensor does not count") {
+    const std::string dir = copy_fixture("qwen3_5_text");
+    edit_tensors(dir, [](auto& ts) { ts.push_back({"mtp.fc.weight", st_dtype::F32, {1}, {0, 0, 0, 0}}); });
+    CHECK(load_hf_checkpoint(dir).digest == text);
+  }
 }

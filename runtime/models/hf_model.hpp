@@ -117,11 +117,18 @@ struct hf_family {
 // Every registered family, in a fixed order.
 const std::vector<const hf_family*>& hf_families();
 
+// Every dim in a fixed order, "key=value" separated by spaces (logs, and the checkpoint digest).
+std::string describe(const hf_dims& dims);
+
 struct hf_checkpoint {
   const hf_family* family = nullptr;
   hf_dims dims;
   std::map<std::string, host_tensor> slots;
   std::vector<std::string> skipped; // checkpoint tensors the family skips (never read)
+  // XXH64 over the family, describe(dims), then each loaded tensor in name order: name, dtype, shape,
+  // stored bytes. Sharding does not change it; any byte of a loaded tensor or any dim that the
+  // forward reads does (issue 37 item 7: the identity a prefix-cache namespace is to include).
+  uint64_t digest = 0;
 };
 
 // config.json of `dir` -> its family and dims (no tensor is read).

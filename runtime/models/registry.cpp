@@ -1,11 +1,13 @@
 // The family registry and the loader that applies a family's tensor table (runtime/models/hf_model.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include "runtime/models/hf_model.hpp"
 #include "runtime/models/qwen3_5.hpp"
@@ -148,6 +150,27 @@ const char* to_string(hf_transform t) {
   return "?";
 }
 
+std::string describe(const hf_dims& d) {
+  std::string kinds;
+  for (auto k : d.layer_kinds) kinds += k == hf_layer_kind::full_attention ? 'F' : 'L';
+  std::string eos;
+  for (auto id : d.eos_token_ids) eos += (eos.empty() ? "" : ",") + std::to_string(id);
+  char theta[32];
+  std::snprintf(theta, sizeof theta, "%.17g", d.rope_theta);
+  char eps[32];
+  std::snprintf(eps, sizeof eps, "%.9g", static_cast<double>(d.rms_norm_eps));
+  return "architecture=" + d.architecture + " model_type=" + d.model_type + " prefix=" + d.tensor_prefix +
+         " gdn_packing=" + (d.gdn_packing == hf_gdn_packing::split ? "split" : "interleaved") +
+         " vocab=" + std::to_string(d.vocab_size) + " hidden=" + std::to_string(d.hidden_size) +
+         " intermediate=" + std::to_string(d.intermediate_size) + " layers=" + kinds +
+         " heads=" + std::to_string(d.num_heads) + " kv_heads=" + std::to_string(d.num_kv_heads) +
+         " head_dim=" + std::to_string(d.head_dim) + " rotary_dim=" + std::to_string(d.rotary_dim) + " rope_theta=" + theta +
+         " gdn_key_heads=" + std::to_string(d.gdn_key_heads) + " gdn_value_heads=" + std::to_string(d.gdn_value_heads) +
+         " gdn_key_dim=" + std::to_string(d.gdn_key_dim) + " gdn_value_dim=" + std::to_string(d.gdn_value_dim) +
+         " gdn_conv_kernel=" + std::to_string(d.gdn_conv_kernel) + " rms_norm_eps=" + eps +
+         " tied=" + (d.tie_word_embeddings ? "true" : "false") + " eos=" + eos + " bos=" + std::to_string(d.bos_token_id);
+}
+
 const std::vector<const hf_family*>& hf_families() {
   static const std::vector<const hf_family*> families = {&qwen3_5_family()};
   return families;
@@ -202,6 +225,25 @@ hf_checkpoint load_hf_checkpoint(const std::string& dir) {
     const auto* e = st->find(rule.hf_name);
     apply(rule, ck.dims, e->file->to_f32(*e->tensor), ck.slots);
   }
+
+  XXH64_state_t* h = XXH64_createState();
+  XXH64_reset(h, 0);
+  const auto text = [&](const std::string& s) {
+    const uint64_t n = s.size();
+    XXH64_update(h, &n, sizeof n);
+    XXH64_update(h, s.data(), s.size());
+  };
+  text(family.name);
+  text(describe(ck.dims));
+  for (const auto& [name, e] : st->tensors()) { // name order, whatever the shards
+    if (!named.count(name)) continue;
+    text(name);
+    text(to_string(e.tensor->dtype));
+    for (int64_t d : e.tensor->shape) XXH64_update(h, &d, sizeof d);
+    XXH64_update(h, e.file->bytes(*e.tensor), e.tensor->end - e.tensor->begin);
+  }
+  ck.digest = XXH64_digest(h);
+  XXH64_freeState(h);
   return ck;
 }
 
