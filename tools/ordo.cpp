@@ -13,6 +13,7 @@
 #include "tools/bench.hpp"
 #include "runtime/version.hpp"
 #include "tools/demo.hpp"
+#include "tools/model_tool.hpp"
 #include "tools/process_signals.hpp"
 #include "tools/proxy.hpp"
 #include "tools/topo.hpp"
@@ -111,6 +112,15 @@ int main(int argc, char** argv) {
   serve_options store_opts; // no --config: the built-in defaults (configs/store.toml spells them out)
   store_opts.add_to(store_cmd, "store config (TOML); without it the defaults of configs/store.toml", false,
                     "store.capacity_mb=64", "actor port 0..65535 (0 picks a free one)");
+
+  auto* model_cmd = app.add_subcommand("model", "Hugging Face checkpoints (docs/models.md)");
+  model_cmd->require_subcommand(1);
+  ordo::random_checkpoint_options random_opts;
+  auto* model_random_cmd = model_cmd->add_subcommand("random", "write a random checkpoint with a config.json's dims");
+  model_random_cmd->add_option("--like", random_opts.like_config, "a config.json")->required();
+  model_random_cmd->add_option("--out", random_opts.out_dir, "directory to write config.json and model.safetensors to")->required();
+  model_random_cmd->add_option("--layers", random_opts.num_layers, "keep the first N layers (0: all)");
+  model_random_cmd->add_option("--seed", random_opts.seed, "seed of the values (same seed, same bytes)");
 
   auto* demo_cmd = app.add_subcommand("demo", "run a multi-turn workload twice with an HBM eviction between");
   std::string demo_config = "configs/default.toml";
@@ -234,6 +244,8 @@ int main(int argc, char** argv) {
       return 2;
     return ordo::run_store(store_opts.config, store_opts.sets, store_opts.port_given());
   }
+  if (*model_random_cmd)
+    return ordo::run_model_random(random_opts);
   if (*demo_cmd) {
     if (!demo_trace.empty())
       demo_sets.push_back("trace.path=" + demo_trace);
