@@ -432,10 +432,10 @@ static void check_leaves(const node_config& cfg) {
 }
 
 void validate(const node_config& cfg) {
-  if (!cfg.model_path.empty()) { // config.json is read now, so a bad one stops the node before it serves
+  if (!cfg.model_path.empty()) { // checked now (config, headers, tensor table), so a bad one stops the node before it serves
     std::string family;
     try {
-      family = read_hf_config(cfg.model_path).family->name;
+      family = check_hf_checkpoint(cfg.model_path).family->name;
     } catch (const model_load_error& e) {
       fail("model.path = " + in_quotes(cfg.model_path) + ": " + e.what());
     }

@@ -1,5 +1,7 @@
 #include <catch.hpp>
 
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,17 @@ TEST_CASE("model.path: config.json is read before the node serves, and its fault
   CHECK_THAT(error_of("[model]\npath = \"tests/data/hf/qwen3_5_text\"\nserved_model_name = \"tiny\"\n"),
              Contains("model.path = \"tests/data/hf/qwen3_5_text\": a qwen3_5 checkpoint; its forward is not wired into "
                       "the node yet"));
+}
+
+TEST_CASE("model.path: a malformed checkpoint is refused at config time, naming the file and the fault", "[config][models]") {
+  char tmpl[] = "/tmp/ordo_cfg_XXXXXX";
+  const char* d = ::mkdtemp(tmpl);
+  REQUIRE(d != nullptr);
+  const std::string dir = std::string(d) + "/ck";
+  std::filesystem::copy("tests/data/hf/qwen3_5_text", dir);
+  std::filesystem::resize_file(dir + "/model.safetensors", std::filesystem::file_size(dir + "/model.safetensors") - 64);
+  CHECK_THAT(error_of("[model]\npath = \"" + dir + "\"\n"),
+             Contains("model.path = \"" + dir + "\": " + dir + "/model.safetensors: tensor ") && Contains("(truncated?)"));
 }
 
 TEST_CASE("without model.path the presets are unchanged", "[config][models]") {

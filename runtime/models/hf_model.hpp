@@ -133,7 +133,10 @@ struct hf_checkpoint {
 
 // config.json of `dir` -> its family and dims (no tensor is read).
 hf_checkpoint read_hf_config(const std::string& dir);
-// The whole checkpoint: config, then every table tensor through its transform.
+// Every check load_hf_checkpoint makes (config, safetensors headers and tiling, the table both ways),
+// nothing converted: slots stay empty, digest 0. For refusing a bad checkpoint before a node serves.
+hf_checkpoint check_hf_checkpoint(const std::string& dir);
+// The whole checkpoint: the checks, then every table tensor through its transform, and the digest.
 hf_checkpoint load_hf_checkpoint(const std::string& dir);
 
 } // namespace ordo

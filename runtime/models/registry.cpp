@@ -5,6 +5,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
@@ -185,20 +186,31 @@ hf_checkpoint read_hf_config(const std::string& dir) {
   return ck;
 }
 
-hf_checkpoint load_hf_checkpoint(const std::string& dir) {
-  hf_checkpoint ck = read_hf_config(dir);
-  const hf_family& family = *ck.family;
+namespace {
+
+// A checkpoint checked against its family's table, nothing converted yet.
+struct checked_checkpoint {
+  hf_checkpoint ck;
   std::optional<safetensors_checkpoint> st;
+  std::vector<hf_tensor_rule> rules;
+  std::set<std::string> named;
+};
+
+checked_checkpoint check(const std::string& dir) {
+  checked_checkpoint c;
+  c.ck = read_hf_config(dir);
+  hf_checkpoint& ck = c.ck;
+  const hf_family& family = *ck.family;
   try {
-    st.emplace(safetensors_checkpoint::open(dir));
+    c.st.emplace(safetensors_checkpoint::open(dir));
   } catch (const safetensors_error& e) {
     throw model_load_error(e.what());
   }
-  const auto rules = family.tensor_table(ck.dims);
+  const auto& st = c.st;
+  c.rules = family.tensor_table(ck.dims);
+  const auto& rules = c.rules;
   const auto skip = family.skip_prefixes(ck.dims);
-
-  // First every check, then the conversions: a refusal costs no conversion.
-  std::set<std::string> named;
+  auto& named = c.named;
   for (const auto& rule : rules) {
     const auto* e = st->find(rule.hf_name);
     if (!e)
@@ -221,7 +233,20 @@ hf_checkpoint load_hf_checkpoint(const std::string& dir) {
                              " table for " + ck.dims.architecture + " (neither loaded nor skipped)");
     ck.skipped.push_back(name);
   }
-  for (const auto& rule : rules) {
+  return c;
+}
+
+} // namespace
+
+hf_checkpoint check_hf_checkpoint(const std::string& dir) { return check(dir).ck; }
+
+hf_checkpoint load_hf_checkpoint(const std::string& dir) {
+  checked_checkpoint c = check(dir); // every check first: a refusal costs no conversion
+  hf_checkpoint& ck = c.ck;
+  const hf_family& family = *ck.family;
+  const auto& st = c.st;
+  const auto& named = c.named;
+  for (const auto& rule : c.rules) {
     const auto* e = st->find(rule.hf_name);
     apply(rule, ck.dims, e->file->to_f32(*e->tensor), ck.slots);
   }
@@ -244,7 +269,7 @@ hf_checkpoint load_hf_checkpoint(const std::string& dir) {
   }
   ck.digest = XXH64_digest(h);
   XXH64_freeState(h);
-  return ck;
+  return std::move(ck);
 }
 
 } // namespace ordo
