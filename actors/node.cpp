@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/auth_acceptor.hpp"
 #include "actors/block_pool.hpp"
 #include "actors/connector.hpp"
 #include "actors/frontend.hpp"
@@ -121,6 +122,7 @@ struct node::impl {
   std::shared_ptr<store_server_shared> pd_shared;
   std::vector<std::pair<std::string, std::shared_ptr<std::atomic<uint64_t>>>> multi_hits; // per leaf
   int actor_port = 0;
+  caf::actor pd_acceptor; // P/D: the acceptor in front of the published host tier
   caf::actor store;
   scheduler_actor scheduler;
   int port = 0;
@@ -271,14 +273,21 @@ int node::start() {
     d.pd_shared = so.shared;
     auto server = spawn_store_server(sys, so);
     store = caf::actor_cast<store_actor>(server);
-    auto bound = sys.middleman().publish(server, static_cast<uint16_t>(d.cfg.actor_port), d.cfg.host.c_str(), true);
-    if (!bound) {
+    // Peers reach it through ordo's acceptor: no byte reaches CAF's BASP before the peer proved the
+    // secret (actors/auth_acceptor.hpp, docs/security.md).
+    try {
+      auth_acceptor_options ao;
+      ao.host = d.cfg.host;
+      ao.port = static_cast<uint16_t>(d.cfg.actor_port);
+      ao.key = *secret;
+      ao.live = [shared = so.shared] { return shared->view().sessions; };
+      auto acceptor = spawn_auth_acceptor(sys, server, ao);
+      d.pd_acceptor = acceptor.broker;
+      d.actor_port = acceptor.port;
+    } catch (const std::exception& e) {
       caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
-      throw std::runtime_error("cannot listen on tcp://" + d.cfg.host + ":" + std::to_string(d.cfg.actor_port) +
-                               " (server.actor_port = " + std::to_string(d.cfg.actor_port) +
-                               "): " + sys.render(bound.error()));
+      throw std::runtime_error(std::string(e.what()) + " (server.actor_port = " + std::to_string(d.cfg.actor_port) + ")");
     }
-    d.actor_port = *bound;
     spdlog::info("ordo node: P/D: host tier of {} MiB served to peers at tcp://{}:{}, kv_role {}",
                  d.cfg.store_capacity_mb, d.cfg.host, d.actor_port, to_string(d.cfg.kv_role));
   } else {
@@ -480,6 +489,8 @@ int node::start() {
   d.actors = {caf::actor_cast<caf::actor>(fe),     caf::actor_cast<caf::actor>(scheduler),
               caf::actor_cast<caf::actor>(runner), caf::actor_cast<caf::actor>(pool),
               caf::actor_cast<caf::actor>(connector), caf::actor_cast<caf::actor>(store)};
+  if (d.pd_acceptor)
+    d.actors.push_back(d.pd_acceptor);
 
   http_server_options http_opts;
   http_opts.host = opts.http.host;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/auth_acceptor.hpp"
 #include "actors/store_server.hpp"
 #include "runtime/device.hpp"
 #include "runtime/engine_identity.hpp"
@@ -139,10 +140,14 @@ struct client_state {
   door io;
   static inline const char* name = "store";
 
+  caf::actor connector; // with a secret: connects through the preamble (its own thread)
+
   // The sessions' own actors end with the client (the actor system waits for every actor).
   ~client_state() {
     for (auto& [gen, s] : sessions)
       caf::anon_send_exit(s.link, caf::exit_reason::user_shutdown);
+    if (connector)
+      caf::anon_send_exit(connector, caf::exit_reason::user_shutdown);
   }
 
   caf::timespan deadline() const { return std::chrono::milliseconds(opt.deadline_ms); }
@@ -318,8 +323,16 @@ void attempt(self_ptr self) {
   if (st.live || st.connecting || st.engine_id.empty())
     return;
   st.connecting = true;
-  auto mm = self->system().middleman().actor_handle();
-  self->request(mm, st.deadline(), caf::connect_atom_v, st.opt.host, st.opt.port)
+  // With the deployment secret the connection passes ordo's preamble before BASP speaks
+  // (actors/auth_acceptor.hpp): a peer that does not prove the secret, or answers junk, is refused
+  // there. Without one (tests of the store core), CAF's middleman connects as it is.
+  auto via = caf::actor_cast<caf::actor>(self->system().middleman().actor_handle());
+  if (st.opt.secret) {
+    if (!st.connector)
+      st.connector = spawn_auth_connector(self->system(), *st.opt.secret, st.opt.deadline_ms);
+    via = st.connector;
+  }
+  self->request(via, st.outer_deadline(), caf::connect_atom_v, st.opt.host, st.opt.port)
       .then(
           [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
             auto& st = self->state;
@@ -360,9 +373,11 @@ void attempt(self_ptr self) {
                       });
           },
           [self](caf::error& e) {
+            const bool refused = e == caf::sec::invalid_argument; // the preamble: no proof of the secret
             attempt_failed(self, std::nullopt,
-                           "cannot connect to the store at " + self->state.where + ": " + self->system().render(e),
-                           false);
+                           (refused ? "refused the store at " : "cannot connect to the store at ") + self->state.where +
+                               ": " + self->system().render(e),
+                           refused);
           });
 }
 

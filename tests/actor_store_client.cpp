@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "actors/auth_acceptor.hpp"
 #include "actors/store_client.hpp"
 #include "actors/store_server.hpp"
 #include "runtime/device.hpp"
@@ -47,6 +48,7 @@ struct store_process {
   std::unique_ptr<caf::actor_system> sys;
   std::shared_ptr<store_server_shared> shared;
   store_server_actor server;
+  auth_acceptor_handle acceptor;
   uint16_t port = 0;
 
   store_process(uint16_t want_port, const std::string& id, std::optional<secret_key> secret = std::nullopt) {
@@ -64,11 +66,21 @@ struct store_process {
     shared->set_engine_id(id);
     shared->set_arena_socket(fds->name());
     server = spawn_store_server(*sys, std::move(opt));
+    if (secret) { // as ordo publishes: behind the acceptor (actors/auth_acceptor.hpp)
+      auth_acceptor_options ao;
+      ao.port = want_port;
+      ao.key = *secret;
+      acceptor = spawn_auth_acceptor(*sys, server, ao);
+      port = acceptor.port;
+      return;
+    }
     auto bound = sys->middleman().publish(server, want_port, "127.0.0.1", true);
     REQUIRE(bound);
     port = *bound;
   }
   ~store_process() {
+    if (acceptor.broker)
+      caf::anon_send_exit(acceptor.broker, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
     server = nullptr;
     sys.reset(); // closes every connection: the client sees the store go

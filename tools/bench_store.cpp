@@ -16,6 +16,7 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "actors/auth_acceptor.hpp"
 #include "actors/store_server.hpp"
 #include "runtime/device.hpp"
 #include "runtime/engine_identity.hpp"
@@ -107,11 +108,25 @@ private:
     cfg_.set("logger.console-verbosity", caf::atom("quiet"));
     sys_ = std::make_unique<caf::actor_system>(cfg_);
     self_ = std::make_unique<caf::scoped_actor>(*sys_);
-    auto handle = sys_->middleman().remote_actor<store_server_actor>(host_, port_);
-    if (!handle)
+    // Through the store's acceptor, with this user's deployment secret (docs/security.md).
+    const deployment_secret secret = load_or_create_secret("");
+    auto connector = spawn_auth_connector(*sys_, secret.key, 10000);
+    std::string refused = "no answer";
+    (*self_)->request(connector, std::chrono::seconds(15), caf::connect_atom_v, host_, port_)
+        .receive(
+            [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
+              if (ptr && sys_->assignable<store_server_actor>(ifs)) {
+                store_ = caf::actor_cast<store_server_actor>(ptr);
+                refused.clear();
+              } else {
+                refused = "the actor there is not an ordo store server";
+              }
+            },
+            [&](caf::error& e) { refused = sys_->render(e); });
+    caf::anon_send_exit(connector, caf::exit_reason::user_shutdown);
+    if (!refused.empty())
       throw std::runtime_error("cannot connect to the store server at " + host_ + ":" + std::to_string(port_) + ": " +
-                               sys_->render(handle.error()));
-    store_ = *handle;
+                               refused);
     store_welcome w;
     std::string error = "no answer";
     store_hello h{store_wire_name, store_wire_digest(), "bench-" + std::to_string(getpid()), namespace_id, boot_id(), ""};

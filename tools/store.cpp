@@ -10,6 +10,7 @@
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/auth_acceptor.hpp"
 #include "actors/http_server.hpp"
 #include "actors/store_server.hpp"
 #include "runtime/deployment_secret.hpp"
@@ -80,19 +81,31 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   opt.secret = secret.key;
   auto shared = opt.shared;
   store_server_actor server = spawn_store_server(sys, std::move(opt));
-  auto stop_server = [&] { caf::anon_send_exit(server, caf::exit_reason::user_shutdown); };
+  auth_acceptor_handle acceptor;
+  auto stop_server = [&] {
+    if (acceptor.broker)
+      caf::anon_send_exit(acceptor.broker, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
+  };
 
   const std::string tcp_where = "tcp://" + cfg.host + ":" + std::to_string(cfg.port);
   // SO_REUSEADDR: a store restarted on its port binds despite the old connections in TIME_WAIT (a
   // port another process listens on is still refused).
-  auto bound = sys.middleman().publish(server, static_cast<uint16_t>(cfg.port), cfg.host.c_str(), true);
-  if (!bound) {
-    std::cerr << "ordo store: cannot listen on " << tcp_where << " (store.port = " << cfg.port
-              << "): " << sys.render(bound.error()) << "\n";
+  // Through ordo's acceptor: no byte reaches CAF's BASP before the peer proved the secret
+  // (actors/auth_acceptor.hpp, docs/security.md).
+  try {
+    auth_acceptor_options ao;
+    ao.host = cfg.host;
+    ao.port = static_cast<uint16_t>(cfg.port);
+    ao.key = secret.key;
+    ao.live = [shared] { return shared->view().sessions; };
+    acceptor = spawn_auth_acceptor(sys, server, ao);
+  } catch (const std::exception& e) {
+    std::cerr << "ordo store: " << e.what() << " (store.port = " << cfg.port << ")\n";
     stop_server();
     return 1;
   }
-  const uint16_t actor_port = *bound;
+  const uint16_t actor_port = acceptor.port;
   const std::string engine_id =
       cfg.engine_id.empty() ? make_engine_id("store", actor_port, instance_nonce(), boot_id()) : cfg.engine_id;
   shared->set_engine_id(engine_id);
@@ -104,7 +117,6 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
                                                      arena->fd(), arena->size());
   } catch (const std::exception& e) {
     std::cerr << "ordo store: cannot serve the arena to nodes: " << e.what() << "\n";
-    sys.middleman().unpublish(server, actor_port);
     stop_server();
     return 1;
   }
@@ -120,7 +132,6 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   } catch (const std::exception& e) {
     std::cerr << "ordo store: cannot listen on http://" << cfg.host << ":" << cfg.http_port
               << " (store.http_port = " << cfg.http_port << "): " << e.what() << "\n";
-    sys.middleman().unpublish(server, actor_port);
     stop_server();
     return 1;
   }
@@ -132,6 +143,7 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   int sig = wait_for_stop_signal(signals, "ordo store", "SIGINT or SIGTERM stops the store");
   spdlog::info("ordo store: {}: stopping", signal_name(sig));
   http.stop_accepting();
+  caf::anon_send_exit(acceptor.broker, caf::exit_reason::user_shutdown); // no new peers
   sys.middleman().unpublish(server, actor_port);
   http.stop();
   stop_server();
