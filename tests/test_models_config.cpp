@@ -12,6 +12,18 @@ using Catch::Matchers::Contains;
 
 namespace {
 
+// Scratch directories made by this test, removed when it exits.
+struct scratch_dirs {
+  std::vector<std::string> dirs;
+  ~scratch_dirs() {
+    for (const auto& d : dirs) std::filesystem::remove_all(d);
+  }
+};
+std::vector<std::string>& scratch() {
+  static scratch_dirs s;
+  return s.dirs;
+}
+
 std::string error_of(const std::string& toml) {
   try {
     parse_config(toml, {});
@@ -42,6 +54,7 @@ TEST_CASE("model.path: a malformed checkpoint is refused at config time, naming 
   char tmpl[] = "/tmp/ordo_cfg_XXXXXX";
   const char* d = ::mkdtemp(tmpl);
   REQUIRE(d != nullptr);
+  scratch().push_back(d);
   const std::string dir = std::string(d) + "/ck";
   std::filesystem::copy("tests/data/hf/qwen3_5_text", dir);
   std::filesystem::resize_file(dir + "/model.safetensors", std::filesystem::file_size(dir + "/model.safetensors") - 64);

@@ -25,6 +25,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Scratch directories made by this test, removed when it exits.
+struct scratch_dirs {
+  std::vector<std::string> dirs;
+  ~scratch_dirs() {
+    for (const auto& d : dirs) std::filesystem::remove_all(d);
+  }
+};
+std::vector<std::string>& scratch() {
+  static scratch_dirs s;
+  return s.dirs;
+}
+
 constexpr double tolerance = 1e-3;
 
 struct fixture {
@@ -78,6 +90,7 @@ std::string scratch_copy(const std::string& from) {
   char tmpl[] = "/tmp/ordo_mut_XXXXXX";
   const char* d = ::mkdtemp(tmpl);
   REQUIRE(d != nullptr);
+  scratch().push_back(d);
   const std::string dir = std::string(d) + "/ck";
   fs::copy(from, dir, fs::copy_options::recursive);
   return dir;

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,10 +19,23 @@ using Catch::Matchers::Contains;
 
 namespace {
 
+// Scratch directories made by this test, removed when it exits.
+struct scratch_dirs {
+  std::vector<std::string> dirs;
+  ~scratch_dirs() {
+    for (const auto& d : dirs) std::filesystem::remove_all(d);
+  }
+};
+std::vector<std::string>& scratch() {
+  static scratch_dirs s;
+  return s.dirs;
+}
+
 std::string temp_dir() {
   char tmpl[] = "/tmp/ordo_rand_XXXXXX";
   const char* d = ::mkdtemp(tmpl);
   REQUIRE(d != nullptr);
+  scratch().push_back(d);
   return d;
 }
 

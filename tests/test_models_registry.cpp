@@ -21,6 +21,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Scratch directories made by this test, removed when it exits.
+struct scratch_dirs {
+  std::vector<std::string> dirs;
+  ~scratch_dirs() {
+    for (const auto& d : dirs) std::filesystem::remove_all(d);
+  }
+};
+std::vector<std::string>& scratch() {
+  static scratch_dirs s;
+  return s.dirs;
+}
+
 const std::string fixtures = "tests/data/hf/";
 
 // A scratch copy of a fixture directory.
@@ -28,6 +40,7 @@ std::string copy_fixture(const std::string& name) {
   char tmpl[] = "/tmp/ordo_hf_XXXXXX";
   const char* d = ::mkdtemp(tmpl);
   REQUIRE(d != nullptr);
+  scratch().push_back(d);
   const std::string dir = std::string(d) + "/" + name;
   fs::copy(fixtures + name, dir, fs::copy_options::recursive);
   return dir;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -15,13 +16,25 @@ using namespace ordo;
 
 namespace {
 
+// Scratch directories made by this test, removed when it exits.
+struct scratch_dirs {
+  std::vector<std::string> dirs;
+  ~scratch_dirs() {
+    for (const auto& d : dirs) std::filesystem::remove_all(d);
+  }
+};
+std::vector<std::string>& scratch() {
+  static scratch_dirs s;
+  return s.dirs;
+}
+
 // A file built byte by byte: u64 LE header length, the header text as given, then `data_bytes` bytes.
 std::vector<uint8_t> raw_file(const std::string& header, size_t data_bytes, uint64_t claimed_length = UINT64_MAX) {
   const uint64_t n = claimed_length == UINT64_MAX ? header.size() : claimed_length;
-  std::vector<uint8_t> out(8);
+  std::vector<uint8_t> out(8 + header.size() + data_bytes);
   std::memcpy(out.data(), &n, 8);
-  out.insert(out.end(), header.begin(), header.end());
-  for (size_t i = 0; i < data_bytes; ++i) out.push_back(static_cast<uint8_t>(i));
+  std::memcpy(out.data() + 8, header.data(), header.size());
+  for (size_t i = 0; i < data_bytes; ++i) out[8 + header.size() + i] = static_cast<uint8_t>(i);
   return out;
 }
 
@@ -39,6 +52,7 @@ std::string temp_dir() {
   char tmpl[] = "/tmp/ordo_st_XXXXXX";
   const char* d = ::mkdtemp(tmpl);
   REQUIRE(d != nullptr);
+  scratch().push_back(d);
   return d;
 }
 
