@@ -1,14 +1,19 @@
 #include "messages/trace_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
+#include <capnp/dynamic.h>
 #include <capnp/message.h>
+#include <capnp/schema.h>
 #include <kj/exception.h>
 #include <xxhash.h>
 
@@ -268,50 +273,241 @@ void trace_recorder::write_loop() {
 
 // --- reader -----------------------------------------------------------------------------------
 
+namespace {
+
+// capnp's own reader refuses more segments than this; a trace record has a handful.
+constexpr uint32_t max_segments = 512;
+// A record is a few structs deep (record → payload → list → struct → list); garbage pointers can
+// claim any depth.
+constexpr int record_nesting_limit = 16;
+
+// Reads every field the schema reaches (the active member of each union), so that a pointer of
+// the wrong kind, a Text without its NUL or an element of the wrong size throws here, once, and
+// not later in each tool that reads the field. Recursion is bounded by the nesting limit.
+void read_every_field(capnp::DynamicValue::Reader v);
+
+void read_every_field(capnp::DynamicStruct::Reader s) {
+  for (auto field : s.getSchema().getNonUnionFields())
+    read_every_field(s.get(field));
+  KJ_IF_MAYBE (field, s.which())
+    read_every_field(s.get(*field));
+}
+
+void read_every_field(capnp::DynamicValue::Reader v) {
+  switch (v.getType()) {
+  case capnp::DynamicValue::STRUCT:
+    read_every_field(v.as<capnp::DynamicStruct>());
+    break;
+  case capnp::DynamicValue::LIST: {
+    auto list = v.as<capnp::DynamicList>();
+    auto element = list.getSchema().whichElementType();
+    if (element == capnp::schema::Type::STRUCT || element == capnp::schema::Type::LIST ||
+        element == capnp::schema::Type::TEXT || element == capnp::schema::Type::DATA)
+      for (auto e : list)
+        read_every_field(e);
+    break; // a list of numbers was checked (element size, bounds) when it was got
+  }
+  default:
+    break; // numbers, enums, Text and Data were checked when they were got
+  }
+}
+
+// capnp's reason on one short line: "expected ref->kind() == STRUCT [1 == 0]; Message contains
+// non-struct pointer ..." keeps the sentence after "; "; bytes of the file it quotes become '?'.
+std::string decode_error(const kj::Exception& e) {
+  std::string d = e.getDescription().cStr();
+  auto sentence = d.find("; ");
+  if (d.rfind("expected ", 0) == 0 && sentence != std::string::npos)
+    d = d.substr(sentence + 2);
+  if (d.size() > 160)
+    d = d.substr(0, 160) + "...";
+  for (char& c : d)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = '?';
+  return d;
+}
+
+std::string bytes_text(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 30))
+    return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= (uint64_t{1} << 20))
+    return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+} // namespace
+
+// Thread: whoever owns the reader. Reads the file through a fixed buffer; every size the file
+// claims is checked against the cap and against the bytes the file has left before anything is
+// allocated for it.
 struct trace_reader::impl {
+  std::string path;
   int fd = -1;
-  std::unique_ptr<kj::FdInputStream> raw;
-  std::unique_ptr<kj::BufferedInputStreamWrapper> in;
+  uint64_t file_bytes = 0;
+  uint64_t offset = 0; // bytes consumed
+  std::vector<unsigned char> buf = std::vector<unsigned char>(64 * 1024);
+  size_t buf_pos = 0, buf_end = 0;
   kj::Array<capnp::word> header_words, current_words;
   std::unique_ptr<capnp::FlatArrayMessageReader> header, current;
+
   ~impl() {
     current.reset();
     header.reset();
-    in.reset();
-    raw.reset();
     if (fd >= 0)
       ::close(fd);
   }
-  // The next record as one flat array of exactly its size; empty at the end of the file.
-  // Throws kj::Exception when the file ends inside the record.
-  kj::Array<capnp::word> read_one() {
-    if (in->tryGetReadBuffer().size() == 0)
-      return nullptr;
-    capnp::ReaderOptions opts;
-    opts.traversalLimitInWords = 1ull << 30;
-    capnp::InputStreamMessageReader reader(*in, opts);
-    auto root = reader.getRoot<wire::TraceRecord>();
-    capnp::MallocMessageBuilder copy(root.totalSize().wordCount + 1);
-    copy.setRoot(root);
-    return capnp::messageToFlatArray(copy);
+
+  // Copies up to n bytes; fewer only at the end of the file.
+  size_t read(void* dst, size_t n) {
+    auto* out = static_cast<unsigned char*>(dst);
+    size_t done = 0;
+    while (done < n) {
+      if (buf_pos == buf_end) {
+        ssize_t got = ::read(fd, buf.data(), buf.size());
+        if (got < 0 && errno == EINTR)
+          continue;
+        if (got < 0)
+          throw std::runtime_error(path + ": cannot read at byte " + std::to_string(offset) + ": " +
+                                   std::strerror(errno));
+        if (got == 0)
+          break;
+        buf_pos = 0;
+        buf_end = static_cast<size_t>(got);
+      }
+      size_t take = std::min(n - done, buf_end - buf_pos);
+      std::memcpy(out + done, buf.data() + buf_pos, take);
+      buf_pos += take;
+      done += take;
+      offset += take;
+    }
+    return done;
+  }
+
+  // Whether the file holds `n` more bytes after `offset` (its size asked again when not: a
+  // recording may still be growing).
+  bool has_left(uint64_t n) {
+    struct stat st {};
+    if (file_bytes < offset + n && ::fstat(fd, &st) == 0)
+      file_bytes = static_cast<uint64_t>(st.st_size);
+    return file_bytes >= offset + n;
+  }
+
+  enum class outcome { record, end, cut, damaged };
+
+  // The next record as one flat array of exactly its size (into `words`). `why` says what cut or
+  // damaged it. Bounded: at most trace_record_max_bytes are allocated, and the copy that
+  // flattens the record may read no more words than the record has (aliased pointers, capnp's
+  // amplification, are refused by the traversal limit).
+  outcome read_one(kj::Array<capnp::word>& words, std::string& why) {
+    unsigned char head[4];
+    size_t got = read(head, 4);
+    if (got == 0)
+      return outcome::end;
+    if (got < 4) {
+      why = "the file ends inside a segment table";
+      return outcome::cut;
+    }
+    uint64_t num_segments = uint64_t{le32(head)} + 1;
+    if (num_segments > max_segments) {
+      why = "its segment table claims " + std::to_string(num_segments) + " segments (at most " +
+            std::to_string(max_segments) + ")";
+      return outcome::damaged;
+    }
+    // The sizes, then padding to a whole word: 4 bytes each after the count.
+    size_t table_bytes = static_cast<size_t>(4 * num_segments + (num_segments % 2 == 0 ? 4 : 0));
+    std::vector<unsigned char> table(table_bytes);
+    if (read(table.data(), table_bytes) < table_bytes) {
+      why = "the file ends inside a segment table";
+      return outcome::cut;
+    }
+    std::vector<uint32_t> sizes(num_segments);
+    uint64_t total_words = 0;
+    for (size_t i = 0; i < num_segments; ++i) {
+      sizes[i] = le32(table.data() + 4 * i);
+      total_words += sizes[i];
+    }
+    uint64_t total_bytes = total_words * sizeof(capnp::word);
+    if (total_bytes > trace_record_max_bytes) {
+      why = "its segment table claims " + bytes_text(total_bytes) + " (" + std::to_string(total_words) +
+            " words; a record has at most " + bytes_text(trace_record_max_bytes) + ")";
+      return outcome::damaged;
+    }
+    if (total_words == 0) {
+      why = "its segment table claims no words (a record has at least its root pointer)";
+      return outcome::damaged;
+    }
+    if (!has_left(total_bytes)) {
+      why = "the record claims " + std::to_string(total_bytes) + " bytes, the file has " +
+            std::to_string(file_bytes - std::min(file_bytes, offset)) + " left";
+      return outcome::cut;
+    }
+    auto raw = kj::heapArray<capnp::word>(total_words);
+    if (read(raw.begin(), total_bytes) < total_bytes) { // the file shrank while we read it
+      why = "the file ends inside the record";
+      return outcome::cut;
+    }
+    std::vector<kj::ArrayPtr<const capnp::word>> segments;
+    size_t at = 0;
+    for (uint32_t s : sizes) {
+      segments.push_back(kj::arrayPtr(raw.begin() + at, s));
+      at += s;
+    }
+    try {
+      capnp::ReaderOptions opts;
+      // A record reads each of its words once (getRoot charges the root pointer twice): aliased
+      // pointers, which would copy one blob many times over, exceed this.
+      opts.traversalLimitInWords = total_words + 8;
+      opts.nestingLimit = record_nesting_limit;
+      capnp::SegmentArrayMessageReader reader(kj::arrayPtr(segments.data(), segments.size()), opts);
+      // The copy reads every pointer, so a bad one throws here and not later in a tool.
+      capnp::MallocMessageBuilder copy(static_cast<unsigned>(total_words + 1));
+      copy.setRoot(reader.getRoot<wire::TraceRecord>());
+      words = capnp::messageToFlatArray(copy);
+      // The copy knows no schema: read it with the schema, under the same bounds.
+      opts.traversalLimitInWords = words.size() + 8;
+      capnp::FlatArrayMessageReader typed(words.asPtr(), opts);
+      read_every_field(typed.getRoot<capnp::DynamicStruct>(capnp::Schema::from<wire::TraceRecord>()));
+    } catch (const kj::Exception& e) {
+      why = "it does not decode: " + decode_error(e);
+      return outcome::damaged;
+    }
+    return outcome::record;
+  }
+
+  static uint32_t le32(const unsigned char* p) {
+    return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
   }
 };
 
+namespace {
+
+// The flattened copy is the reader's own: no aliasing, every pointer checked, so re-reading it
+// (tools walk records more than once) needs no traversal limit.
+capnp::ReaderOptions checked_copy_options() {
+  capnp::ReaderOptions opts;
+  opts.traversalLimitInWords = std::numeric_limits<uint64_t>::max();
+  opts.nestingLimit = record_nesting_limit;
+  return opts;
+}
+
+} // namespace
+
 trace_reader::trace_reader(const std::string& path) : impl_(std::make_unique<impl>()) {
+  impl_->path = path;
   impl_->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (impl_->fd < 0)
     throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  impl_->raw = std::make_unique<kj::FdInputStream>(impl_->fd);
-  impl_->in = std::make_unique<kj::BufferedInputStreamWrapper>(*impl_->raw);
-  try {
-    impl_->header_words = impl_->read_one();
-  } catch (const kj::Exception& e) {
-    throw std::runtime_error(path + ": not a trace file (its first record does not decode: " +
-                             std::string(e.getDescription().cStr()).substr(0, 200) + ")");
-  }
-  if (impl_->header_words.size() == 0)
+  struct stat st {};
+  if (::fstat(impl_->fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw std::runtime_error(path + ": not a regular file, not a trace");
+  impl_->file_bytes = static_cast<uint64_t>(st.st_size);
+  std::string why;
+  auto got = impl_->read_one(impl_->header_words, why);
+  if (got == impl::outcome::end)
     throw std::runtime_error(path + ": empty file, not a trace");
-  impl_->header = std::make_unique<capnp::FlatArrayMessageReader>(impl_->header_words.asPtr());
+  if (got != impl::outcome::record)
+    throw std::runtime_error(path + ": not a trace file (its first record: " + why + ")");
+  impl_->header = std::make_unique<capnp::FlatArrayMessageReader>(impl_->header_words.asPtr(), checked_copy_options());
   auto r = impl_->header->getRoot<wire::TraceRecord>();
   if (!r.getPayload().isHeader())
     throw std::runtime_error(path + ": not a trace file (its first record is not a header)");
@@ -331,16 +527,22 @@ bool trace_reader::next() {
   if (truncated())
     return false;
   impl_->current.reset();
-  try {
-    impl_->current_words = impl_->read_one();
-  } catch (const kj::Exception& e) {
-    truncation_ = "cut short after record " + std::to_string(count_) + " (" +
-                  std::string(e.getDescription().cStr()).substr(0, 160) + ")";
+  impl_->current_words = nullptr;
+  uint64_t at = impl_->offset;
+  std::string why;
+  switch (impl_->read_one(impl_->current_words, why)) {
+  case impl::outcome::end:
     return false;
+  case impl::outcome::cut:
+    truncation_ = "cut short after record " + std::to_string(count_) + " (" + why + ")";
+    return false;
+  case impl::outcome::damaged:
+    throw std::runtime_error(impl_->path + ": record " + std::to_string(count_ + 1) + " (at byte " +
+                             std::to_string(at) + ") is damaged: " + why);
+  case impl::outcome::record:
+    break;
   }
-  if (impl_->current_words.size() == 0)
-    return false;
-  impl_->current = std::make_unique<capnp::FlatArrayMessageReader>(impl_->current_words.asPtr());
+  impl_->current = std::make_unique<capnp::FlatArrayMessageReader>(impl_->current_words.asPtr(), checked_copy_options());
   ++count_;
   return true;
 }
@@ -370,7 +572,8 @@ trace_contents read_trace(const std::string& path) {
   out.header_record = h.asReader();
   while (reader.next()) {
     out.words.push_back(reader.take_record());
-    out.readers.push_back(std::make_unique<capnp::FlatArrayMessageReader>(out.words.back().asPtr()));
+    out.readers.push_back(
+        std::make_unique<capnp::FlatArrayMessageReader>(out.words.back().asPtr(), checked_copy_options()));
   }
   out.truncated = reader.truncated();
   out.truncation = reader.truncation();

@@ -7,7 +7,9 @@
 // flushes, so a process that dies leaves a file readable up to its last whole record, missing
 // at most the last 2 ms.
 // trace_reader: yields records one by one; a record cut short (the writer died mid-record) ends
-// the file and is reported by truncated(), never thrown.
+// the file and is reported by truncated(), never thrown. A damaged record (a size over the cap,
+// more segments than capnp allows, pointers that do not decode or alias one another) throws, once,
+// naming the file, the record and the byte it starts at: the reader trusts no size in the file.
 #pragma once
 
 #include <atomic>
@@ -35,6 +37,9 @@
 namespace ordo {
 
 inline constexpr uint32_t trace_schema_version = 1;
+// The largest record a reader accepts (a step plan of a full batch is a few hundred KiB): a
+// segment table claiming more is a damaged file, refused before anything is allocated.
+inline constexpr uint64_t trace_record_max_bytes = uint64_t{16} << 20;
 
 enum class trace_direction : uint8_t { in = 0, out = 1, local = 2 };
 
@@ -167,6 +172,7 @@ public:
 
   wire::TraceHeader::Reader header() const;
   // Advances to the next whole record; false at the end of the file or at a record cut short.
+  // Throws std::runtime_error ("PATH: record K (at byte B) is damaged: why") at a damaged one.
   bool next();
   wire::TraceRecord::Reader record() const;
   // The current record's words, handed over (record() is invalid until the next next()).
@@ -184,7 +190,8 @@ private:
   std::string truncation_;
 };
 
-// Every record of `path` in one pass (for tools that index the whole file).
+// Every record of `path` in one pass (for tools that index the whole file). Throws like
+// trace_reader at a file that is not a trace or a damaged record.
 struct trace_contents {
   std::unique_ptr<capnp::MallocMessageBuilder> header_message;
   wire::TraceRecord::Reader header_record;

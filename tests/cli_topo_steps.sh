@@ -2,7 +2,10 @@
 # `ordo topo run` steps pause / resume / sleep_ms / metric and send's kv_transfer_params
 # (docs/topologies.md) on tests/data/topo_*.toml: a file using every one passes (a P/D flow by
 # hand, a node left paused stopped cleanly); failing metrics and a `from:` step without
-# kv_transfer_params exit 1 naming what differed; invalid steps exit 2. Runs from the repository root.
+# kv_transfer_params exit 1 naming what differed; invalid steps exit 2. Hostile files (a
+# 30,000-character name, config = "/dev/zero", a nested placeholder, files over 1 MiB, a topology
+# that is /dev/zero) exit 2 within 5 s, under 100 MB, with one line on stderr and nothing started.
+# Runs from the repository root.
 set -u
 ordo=${1:?usage: cli_topo_steps.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
@@ -113,6 +116,38 @@ bad pause_unknown 'pause = "nope"' 'line 10: pause "nope" names no [[store]], [[
 bad kv_expect 'send = { node = "a", prompt = "hi" }
 expect = { "kv_transfer_params.lease_ms" = ">y" }' \
   '[[step]] 2.expect.kv_transfer_params.lease_ms = ">y": expected a number after >'
+
+bad step_name_long "name = \"$(head -c 30000 /dev/zero | tr '\0' s)\"
+sleep_ms = 1" '[[step]] 2.name must be a string of 1 to 128 characters'
+
+# --- hostile files (issue 35): exit 2 within 5 s, under 100 MB, one stderr line, nothing started --
+# hostile NAME FILE EXPECTED-STDERR-TEXT
+hostile() {
+  local c=0 kb lines
+  (ulimit -v 4194304; exec /usr/bin/time -f %M -o "$tmp/rss" timeout -s KILL 5 "$ordo" topo run "$2") \
+    >"$tmp/out" 2>"$tmp/err" || c=$?
+  kb=$(tail -1 "$tmp/rss")
+  lines=$(grep -c '' "$tmp/err")
+  check "$1: exits 2 within 5 s (exit $c)" test "$c" -eq 2
+  check "$1: under 100 MB (max RSS $kb KB)" test "$kb" -lt 102400
+  check "$1: one line on stderr ($lines)" test "$lines" -eq 1
+  check "$1: names the problem" grep -qF "$3" "$tmp/err"
+  if ! grep -qF "$3" "$tmp/err"; then head -c 600 "$tmp/err"; echo; fi
+  check "$1: starts nothing" test ! -s "$tmp/out"
+}
+python3 -c 'print("[[node]]\nname = \"%s\"\nconfig = \"configs/dense.toml\"" % ("n" * 30000))' >"$tmp/long_name.toml"
+hostile long_name "$tmp/long_name.toml" \
+  "line 2: [[node]].name \"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn... (30000 characters)\": use 1 to 128 letters"
+hostile dev_zero_config tests/data/topo_hostile_dev_zero.toml \
+  'line 4: [[node]] "a".config = "/dev/zero": not a regular file (a config is a regular file of at most 1 MiB)'
+hostile nested_placeholder tests/data/topo_hostile_nested.toml \
+  '[[proxy]] "x" set "proxy.decode={node.{node.n.http}.http}": {node.{node.n.http}.http}: a malformed placeholder'
+hostile dev_zero_topology /dev/zero 'ordo topo run /dev/zero: not a regular file'
+head -c $((1024 * 1024 + 1)) /dev/zero | tr '\0' '#' >"$tmp/big.toml"
+hostile big_topology "$tmp/big.toml" 'over the limit of 1048576 bytes (1 MiB) for a topology file'
+head -c $((1024 * 1024 + 1)) /dev/zero | tr '\0' '#' >"$tmp/big_config.toml"
+printf '[[node]]\nname = "a"\nconfig = "%s"\n' "$tmp/big_config.toml" >"$tmp/big_config_topo.toml"
+hostile big_config "$tmp/big_config_topo.toml" 'big_config.toml": 1048577 bytes (a config is a regular file of at most 1 MiB)'
 
 # --- a runner killed by SIGKILL takes its processes with it (tools/spawn_self: PR_SET_PDEATHSIG)
 out=$tmp/killed.out

@@ -3,6 +3,9 @@
 # the offload config with chaos, recorded as two nodes (in parallel, ~20 s); show prints a header
 # and one line per record, filters by actor and step, shows a file cut short up to its cut, and
 # refuses a file that is not a trace; timeline writes Chrome trace JSON that a checker accepts.
+# Hostile files made from tests/data/golden.trace (a segment table claiming 8 GiB, 2^32 segments,
+# a record whose pointers alias one list, single bit flips): show, timeline, check and replay end
+# within 5 s under 100 MB, a damaged file with exit 2 and exactly one line on stderr.
 set -euo pipefail
 ordo=${1:?usage: cli_trace_tools.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
@@ -119,5 +122,113 @@ rc=0
 timeout 60 "$ordo" trace timeline "$tmp/a.trace" -o "$tmp/no/such/dir/v.json" >"$tmp/out" 2>"$tmp/err" || rc=$?
 check "timeline to a path it cannot write fails" test $rc -ne 0
 check "timeline names the path it cannot write" grep -q "no/such/dir/v.json" "$tmp/err"
+
+# --- hostile files (issue 35): bounded, one error line ------------------------------------------
+mkdir -p "$tmp/hostile"
+python3 - tests/data/golden.trace "$tmp/hostile" <<'PY'
+import random, struct, sys
+data = open(sys.argv[1], "rb").read()
+out = sys.argv[2]
+def records(b):  # (offset, size) of each framed record
+    at, res = 0, []
+    while at + 8 <= len(b):
+        n = struct.unpack_from("<I", b, at)[0] + 1
+        words = sum(struct.unpack_from("<%dI" % n, b, at + 4))
+        size = 4 + 4 * n + (4 if n % 2 == 0 else 0) + 8 * words
+        res.append((at, size))
+        at += size
+    return res
+recs = records(data)
+header = data[:recs[0][1]]
+def write(name, b):
+    open("%s/%s.trace" % (out, name), "wb").write(b)
+# 72 bytes: one segment claiming 2^30 words (8 GiB), then the header's first 64 bytes
+write("damaged-bomb", struct.pack("<II", 0, 1 << 30) + data[8:72])
+# the header, then a record whose segment table claims 2^32 segments
+write("damaged-segments", header + struct.pack("<II", 0xFFFFFFFF, 1) + bytes(64))
+# the header, then a 1 MiB completion_request whose 1000 stop sequences all point at one list of
+# 260,000 tokens: copied, 1 GiB
+K, N = 1000, 260000
+w = [5 << 32 | 4 << 48, 1, 0, 0, 0, 5 << 16, 0, 0, 0, 4 << 32 | 6 << 48, 0, 0, 0, 0]
+ptrs = len(w)
+w += [0] * 6
+tag = len(w)
+w[ptrs + 3] = 1 | (tag - ptrs - 4) << 2 | 7 << 32 | K << 35  # stop: K structs
+w.append(K << 2 | 1 << 48)                                    # each 0 data words, 1 pointer
+blob = tag + 1 + K
+w += [1 | (blob - (tag + 1 + i) - 1) << 2 | 4 << 32 | N << 35 for i in range(K)]
+w += [0] * (N // 2)
+write("damaged-alias", header + struct.pack("<II", 0, len(w)) + b"".join(struct.pack("<Q", x) for x in w))
+# single bit flips: a high bit of a record's segment size (64 MiB or more: damaged), then seeded
+# offsets anywhere (damaged, or a record whose values changed)
+for at, size in recs[:12]:
+    for byte, bit in ((7, 5), (6, 7)):
+        b = bytearray(data); b[at + byte] ^= 1 << bit
+        write("damaged-size-%d-%d" % (at + byte, bit), bytes(b))
+rng = random.Random(35)
+for k in range(24):
+    b = bytearray(data); at = rng.randrange(len(data)); b[at] ^= 1 << rng.randrange(8)
+    write("flip-%d" % at, bytes(b))
+PY
+check "the hostile traces were written" test "$(ls "$tmp/hostile" | wc -l)" -eq 51
+
+# bounded TOOL FILE: runs one trace tool on FILE under `timeout 5` (and a 4 GiB address-space cap,
+# so a broken guard fails here instead of eating the machine); sets rc, kb (max RSS) and lines
+# (stderr lines, stderr left in $tmp/herr).
+bounded() {
+  local tool=$1 f=$2 cmd
+  case $tool in
+    show) cmd=(trace show "$f") ;;
+    timeline) cmd=(trace timeline "$f" -o "$tmp/hostile.json") ;;
+    check) cmd=(trace check "$f") ;;
+    replay) cmd=(replay "$f" --actor scheduler) ;;
+    replay-node) cmd=(replay "$f" --node) ;;
+  esac
+  rc=0
+  (ulimit -v 4194304; exec /usr/bin/time -f %M -o "$tmp/hrss" timeout -s KILL 5 "$ordo" "${cmd[@]}") \
+    >"$tmp/hout" 2>"$tmp/herr" || rc=$?
+  kb=$(tail -1 "$tmp/hrss")
+  lines=$(grep -c '' "$tmp/herr" || true)
+}
+for f in "$tmp"/hostile/damaged-bomb.trace "$tmp"/hostile/damaged-segments.trace "$tmp"/hostile/damaged-alias.trace; do
+  name=$(basename "$f" .trace)
+  for tool in show timeline check replay replay-node; do
+    bounded $tool "$f"
+    check "$tool $name: exit 2 within 5 s (exit $rc)" test "$rc" -eq 2
+    check "$tool $name: under 100 MB (max RSS $kb KB)" test "$kb" -lt 102400
+    check "$tool $name: exactly one line on stderr ($lines)" test "$lines" -eq 1
+    check "$tool $name: the line names the file" grep -qF "$f" "$tmp/herr"
+  done
+done
+check "the 8 GiB segment table is refused as such" \
+  grep -qF 'not a trace file (its first record: its segment table claims 8 GiB (1073741824 words; a record has at most 16 MiB))' \
+  <("$ordo" trace show "$tmp/hostile/damaged-bomb.trace" 2>&1)
+check "2^32 segments are refused naming the record and its byte" \
+  grep -qE 'record 1 \(at byte [0-9]+\) is damaged: its segment table claims 4294967296 segments \(at most 512\)$' \
+  <("$ordo" trace show "$tmp/hostile/damaged-segments.trace" 2>&1)
+check "aliased pointers are refused naming the record and its byte" \
+  grep -qE 'record 1 \(at byte [0-9]+\) is damaged: it does not decode: Exceeded message traversal limit' \
+  <("$ordo" trace check "$tmp/hostile/damaged-alias.trace" 2>&1)
+
+# Every flipped file, every tool: no crash, no hang, bounded memory, at most one stderr line; a
+# flipped segment size (64 MiB or more) is damaged: exit 2 with exactly one line.
+problems=0 runs=0
+for f in "$tmp"/hostile/damaged-size-*.trace "$tmp"/hostile/flip-*.trace; do
+  name=$(basename "$f" .trace)
+  for tool in show timeline check replay; do
+    bounded $tool "$f"
+    runs=$((runs + 1))
+    ok=1
+    if [ "$rc" -gt 2 ] || [ "$kb" -ge 102400 ] || [ "$lines" -gt 1 ]; then ok=0; fi
+    if [ "$rc" -eq 2 ] && [ "$lines" -ne 1 ]; then ok=0; fi
+    case $name in damaged-*) if [ "$rc" -ne 2 ]; then ok=0; fi ;; esac
+    if [ $ok -eq 0 ]; then
+      problems=$((problems + 1))
+      echo "$tool $name: exit $rc, $kb KB, $lines stderr lines: $(head -c 300 "$tmp/herr")"
+    fi
+  done
+done
+check "bit flips: $runs runs ended within 5 s under 100 MB with at most one error line ($problems did not)" \
+  test "$problems" -eq 0
 
 finish

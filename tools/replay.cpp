@@ -12,6 +12,8 @@
 #include <sstream>
 #include <variant>
 
+#include <kj/exception.h>
+
 #include "actors/node.hpp"
 #include "messages/compare.hpp"
 #include "messages/trace_file.hpp"
@@ -429,6 +431,9 @@ int run_replay(const replay_options& o) {
   try {
     auto trace = read_trace(o.path);
     return o.node ? replay_node(trace, o) : replay_actor(trace, o);
+  } catch (const kj::Exception& e) { // before std::exception: its what() carries a stack trace
+    std::cerr << "ordo replay: " << o.path << ": " << e.getDescription().cStr() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "ordo replay: " << e.what() << "\n";
     return 2;

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -35,7 +36,6 @@
 #include <optional>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -90,16 +90,50 @@ std::string describe_status(int st) {
   return "status " + std::to_string(st);
 }
 
-std::string read_whole(const std::string& path) {
+constexpr size_t max_file_bytes = 1 << 20;  // a topology file or a config it names
+constexpr size_t max_name_chars = 128;      // a process or step name
+constexpr size_t log_tail_bytes = 64 * 1024; // what is read of a process's log
+
+// At most the last `max_bytes` of a file a process writes (its logs, /proc): a process that
+// logs without end costs the runner nothing.
+std::string read_tail(const std::string& path, size_t max_bytes = log_tail_bytes) {
   std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  in.seekg(0, std::ios::end);
+  auto size = in.tellg();
+  if (size > static_cast<std::streamoff>(max_bytes))
+    in.seekg(size - static_cast<std::streamoff>(max_bytes));
+  else
+    in.seekg(0);
+  in.clear();
+  std::string text(max_bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(max_bytes));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+// Why `path` cannot be a file the runner reads or hands on (empty: it can): it must be a
+// regular file (not /dev/zero, a FIFO or a directory) of at most max_file_bytes.
+std::string file_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return std::string("cannot be read: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode))
+    return "not a regular file (a config is a regular file of at most 1 MiB)";
+  if (static_cast<uint64_t>(st.st_size) > max_file_bytes)
+    return std::to_string(st.st_size) + " bytes (a config is a regular file of at most 1 MiB)";
+  return "";
+}
+
+// A value quoted in a message, cut short: a hostile file's 30,000-character name is not echoed.
+std::string shown(const std::string& v) {
+  if (v.size() <= 64)
+    return v;
+  return v.substr(0, 48) + "... (" + std::to_string(v.size()) + " characters)";
 }
 
 // The last non-empty line of a log file (why a process stopped), bounded.
 std::string last_line(const std::string& path) {
-  std::string text = read_whole(path);
+  std::string text = read_tail(path);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
     text.pop_back();
   auto nl = text.rfind('\n');
@@ -221,14 +255,60 @@ int64_t need_int(const toml::node& n, const std::string& what) {
   return n.as_integer()->get();
 }
 
-const std::regex& name_re() {
-  static const std::regex re("[A-Za-z0-9_-]+");
-  return re;
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
+bool is_word_char(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Letters, digits, '_' and '-', 1 to max_name_chars of them (checked by hand, not std::regex:
+// libstdc++'s matcher recurses once per character and a long name overflowed the stack).
+bool is_name(const std::string& v) {
+  return !v.empty() && v.size() <= max_name_chars && std::all_of(v.begin(), v.end(), is_name_char);
 }
 
-const std::regex& placeholder_re() {
-  static const std::regex re(R"(\{(node|proxy|store)\.([A-Za-z0-9_-]+)\.(http|tcp)\})");
-  return re;
+// A `{KIND.NAME.WHICH}` in a `set` value or a `config` path: [begin, end) of the value.
+struct placeholder {
+  size_t begin = 0, end = 0;
+  std::string kind, name, which;
+};
+
+// Every placeholder of `v`, in order. A `{` opens one when letters and a '.' follow it; one that
+// opens with node., store. or proxy. and is not `{KIND.NAME.WHICH}` (nested, unclosed) throws
+// bad_file with `where`. Other braces (JSON in kv_transfer.config) are left alone. Linear in v.
+std::vector<placeholder> find_placeholders(const std::string& v, const std::string& where) {
+  std::vector<placeholder> found;
+  auto run = [&](size_t from, bool (*ok)(char)) {
+    while (from < v.size() && ok(v[from]))
+      ++from;
+    return from;
+  };
+  for (size_t i = v.find('{'); i != std::string::npos; i = v.find('{', i + 1)) {
+    size_t kind_end = run(i + 1, is_word_char);
+    if (kind_end == i + 1 || kind_end >= v.size() || v[kind_end] != '.')
+      continue;
+    placeholder p;
+    p.begin = i;
+    p.kind = v.substr(i + 1, kind_end - i - 1);
+    size_t name_end = run(kind_end + 1, is_name_char);
+    size_t which_end = name_end < v.size() && v[name_end] == '.' ? run(name_end + 1, is_word_char) : name_end;
+    bool closed = name_end > kind_end + 1 && which_end > name_end + 1 && which_end < v.size() && v[which_end] == '}';
+    if (!closed) {
+      if (p.kind == "node" || p.kind == "store" || p.kind == "proxy")
+        throw bad_file(where + shown(v.substr(i)) +
+                       ": a malformed placeholder (placeholders are {KIND.NAME.http|tcp} and do not nest)");
+      continue;
+    }
+    p.name = v.substr(kind_end + 1, name_end - kind_end - 1);
+    p.which = v.substr(name_end + 1, which_end - name_end - 1);
+    p.end = which_end + 1;
+    found.push_back(p);
+    i = which_end;
+  }
+  return found;
+}
+
+bool is_metric_name(const std::string& v) {
+  auto first = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':'; };
+  return !v.empty() && v.size() <= 256 && first(v[0]) &&
+         std::all_of(v.begin(), v.end(), [&](char c) { return first(c) || std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 json toml_to_json(const toml::node& n, const std::string& what) {
@@ -285,13 +365,35 @@ void flatten_expect(const toml::table& t, const std::string& prefix, std::vector
 
 topology parse_topology(const std::string& file) {
   toml::table root;
+  // Read once through one descriptor, bounded: the file checked is the file parsed.
+  std::string text;
   {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(file, ec))
-      throw bad_file("no such file (or not a regular file)");
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      throw bad_file(std::string("cannot open it: ") + std::strerror(errno));
+    struct stat st {};
+    bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (regular) {
+      text.resize(max_file_bytes + 1);
+      size_t got = 0;
+      ssize_t n = 0;
+      while (got < text.size() && (n = ::read(fd, text.data() + got, text.size() - got)) != 0) {
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n < 0)
+          break;
+        got += static_cast<size_t>(n);
+      }
+      text.resize(got);
+    }
+    ::close(fd);
+    if (!regular)
+      throw bad_file("not a regular file (a topology is a regular file of at most 1 MiB)");
+    if (text.size() > max_file_bytes)
+      throw bad_file("over the limit of " + std::to_string(max_file_bytes) + " bytes (1 MiB) for a topology file");
   }
   try {
-    root = toml::parse_file(file);
+    root = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
     throw bad_file(at_line(static_cast<int>(e.source().begin.line)) + "TOML syntax error, column " +
                    std::to_string(e.source().begin.column) + ": " + std::string(e.description()));
@@ -317,9 +419,9 @@ topology parse_topology(const std::string& file) {
       p.kind = kind;
       p.line = line;
       p.name = need_string(t, "name", where, line);
-      if (!std::regex_match(p.name, name_re()))
-        throw bad_file(at_line(line_of(*t.get("name"))) + where + ".name \"" + p.name +
-                       "\": use letters, digits, '_' and '-'");
+      if (!is_name(p.name))
+        throw bad_file(at_line(line_of(*t.get("name"))) + where + ".name \"" + shown(p.name) +
+                       "\": use 1 to " + std::to_string(max_name_chars) + " letters, digits, '_' and '-'");
       if (proc_index.count(p.name))
         throw bad_file(at_line(line_of(*t.get("name"))) + "a process named \"" + p.name +
                        "\" already exists (names are unique across [[store]], [[node]], [[proxy]])");
@@ -330,6 +432,13 @@ topology parse_topology(const std::string& file) {
         p.config = "configs/store.toml";
       else
         throw bad_file(at_line(line) + where + " has no config");
+      // A path with a placeholder is checked when it is expanded, at the start.
+      if (p.config.find('{') == std::string::npos) {
+        std::string problem = file_problem(p.config);
+        if (!problem.empty())
+          throw bad_file(at_line(t.get("config") ? line_of(*t.get("config")) : line) + where + ".config = \"" +
+                         shown(p.config) + "\": " + problem);
+      }
       if (auto* s = t.get("set")) {
         auto* sa = s->as_array();
         if (!sa)
@@ -354,22 +463,24 @@ topology parse_topology(const std::string& file) {
   }
   // Placeholders must be well formed and name a process of that kind (whether it has been
   // started is known only when one is expanded). Other braces (JSON in kv_transfer.config) stay.
-  static const std::regex any_placeholder(R"(\{([A-Za-z_]+)\.([A-Za-z0-9_-]+)\.([A-Za-z_]+)\})");
   for (auto& p : topo.procs) {
-    std::vector<std::string> values = p.sets;
-    values.push_back(p.config);
-    std::string where = at_line(p.line) + "[[" + kind_name(p.kind) + "]] \"" + p.name + "\": ";
-    for (auto& v : values)
-      for (std::sregex_iterator it(v.begin(), v.end(), any_placeholder), end; it != end; ++it) {
-        std::string kind = (*it)[1], name = (*it)[2], which = (*it)[3];
-        if ((kind != "node" && kind != "store" && kind != "proxy") || (which != "http" && which != "tcp") ||
-            (kind == "proxy" && which == "tcp"))
-          throw bad_file(where + it->str() + ": placeholders are {node.NAME.http}, {node.NAME.tcp}, "
-                                             "{store.NAME.http}, {store.NAME.tcp}, {proxy.NAME.http}");
-        auto f = proc_index.find(name);
-        if (f == proc_index.end() || kind_name(topo.procs[f->second].kind) != kind)
-          throw bad_file(where + it->str() + " names no [[" + kind + "]]");
+    std::vector<std::pair<std::string, std::string>> values; // (key, value)
+    for (auto& v : p.sets)
+      values.push_back({"set \"" + shown(v) + "\"", v});
+    values.push_back({"config", p.config});
+    for (auto& [key, v] : values) {
+      std::string where = at_line(p.line) + "[[" + kind_name(p.kind) + "]] \"" + p.name + "\" " + key + ": ";
+      for (auto& ph : find_placeholders(v, where)) {
+        std::string text = shown(v.substr(ph.begin, ph.end - ph.begin));
+        if ((ph.kind != "node" && ph.kind != "store" && ph.kind != "proxy") ||
+            (ph.which != "http" && ph.which != "tcp") || (ph.kind == "proxy" && ph.which == "tcp"))
+          throw bad_file(where + text + ": placeholders are {node.NAME.http}, {node.NAME.tcp}, "
+                                        "{store.NAME.http}, {store.NAME.tcp}, {proxy.NAME.http}");
+        auto f = proc_index.find(ph.name);
+        if (f == proc_index.end() || kind_name(topo.procs[f->second].kind) != ph.kind)
+          throw bad_file(where + text + " names no [[" + ph.kind + "]]");
       }
+    }
   }
 
   auto find_proc = [&](const std::string& name, int line, const std::string& what) -> proc& {
@@ -400,8 +511,9 @@ topology parse_topology(const std::string& file) {
       allowed.push_back("expect");
       check_keys(t, where, allowed, s.line);
       if (auto* nm = t.get("name")) {
-        if (!nm->is_string() || nm->as_string()->get().empty())
-          throw bad_file(at_line(line_of(*nm)) + where + ".name must be a non-empty string");
+        if (!nm->is_string() || nm->as_string()->get().empty() || nm->as_string()->get().size() > max_name_chars)
+          throw bad_file(at_line(line_of(*nm)) + where + ".name must be a string of 1 to " +
+                         std::to_string(max_name_chars) + " characters");
         s.name = nm->as_string()->get();
         if (!step_names.insert(s.name).second)
           throw bad_file(at_line(line_of(*nm)) + "a step named \"" + s.name + "\" already exists");
@@ -537,10 +649,9 @@ topology parse_topology(const std::string& file) {
                          kind_name(p.kind) + "]]");
         s.target = p.name;
         s.metric_name = need_string(*mt, "name", what, line_of(a));
-        static const std::regex metric_re("[a-zA-Z_:][a-zA-Z0-9_:]*");
-        if (!std::regex_match(s.metric_name, metric_re))
-          throw bad_file(at_line(line_of(*mt->get("name"))) + what + ".name = \"" + s.metric_name +
-                         "\": not a Prometheus metric name");
+        if (!is_metric_name(s.metric_name))
+          throw bad_file(at_line(line_of(*mt->get("name"))) + what + ".name = \"" + shown(s.metric_name) +
+                         "\": not a Prometheus metric name (at most 256 characters)");
         if (auto* lb = mt->get("labels")) {
           auto* lt = lb->as_table();
           if (!lt)
@@ -645,25 +756,25 @@ public:
   bool expand(const std::string& in, std::string& out, std::string& why) {
     out.clear();
     size_t last = 0;
-    for (std::sregex_iterator it(in.begin(), in.end(), placeholder_re()), end; it != end; ++it) {
-      out += in.substr(last, static_cast<size_t>(it->position()) - last);
-      last = static_cast<size_t>(it->position() + it->length());
-      std::string kind = (*it)[1], name = (*it)[2], which = (*it)[3];
-      proc* p = find(name);
-      if (!p || kind_name(p->kind) != kind) {
-        why = it->str() + ": no [[" + kind + "]] named \"" + name + "\"";
+    for (auto& ph : find_placeholders(in, "")) { // well formed: parse_topology checked every value
+      std::string text = in.substr(ph.begin, ph.end - ph.begin);
+      out += in.substr(last, ph.begin - last);
+      last = ph.end;
+      proc* p = find(ph.name);
+      if (!p || kind_name(p->kind) != ph.kind) {
+        why = text + ": no [[" + ph.kind + "]] named \"" + ph.name + "\"";
         return false;
       }
       if (!p->started_once) {
-        why = it->str() + ": " + kind + " " + name + " has not been started";
+        why = text + ": " + ph.kind + " " + ph.name + " has not been started";
         return false;
       }
-      if (which == "tcp" && p->tcp_port == 0) {
-        why = it->str() + ": " + kind + " " + name + " printed no tcp:// endpoint";
+      if (ph.which == "tcp" && p->tcp_port == 0) {
+        why = text + ": " + ph.kind + " " + ph.name + " printed no tcp:// endpoint";
         return false;
       }
-      out += which == "http" ? p->http_host + ":" + std::to_string(p->http_port)
-                             : p->tcp_host + ":" + std::to_string(p->tcp_port);
+      out += ph.which == "http" ? p->http_host + ":" + std::to_string(p->http_port)
+                                : p->tcp_host + ":" + std::to_string(p->tcp_port);
     }
     out += in.substr(last);
     return true;
@@ -699,7 +810,7 @@ public:
     static const std::regex line_re(R"(^listening on http://([^\s]+):([0-9]+)(?: tcp://([^\s]+):([0-9]+))?\s*$)");
     auto t0 = clock_type::now();
     for (;;) {
-      std::string text = read_whole(p.out);
+      std::string text = read_tail(p.out); // one line: the ready line
       size_t pos = 0;
       while (pos < text.size()) {
         size_t nl = text.find('\n', pos);
@@ -708,7 +819,7 @@ public:
         std::string line = text.substr(pos, nl - pos);
         pos = nl + 1;
         std::smatch m;
-        if (std::regex_match(line, m, line_re)) {
+        if (line.size() <= 512 && std::regex_match(line, m, line_re)) { // std::regex recurses per character
           p.http_host = m[1];
           p.http_port = std::stoi(m[2]);
           if (m[3].matched) {
@@ -803,6 +914,10 @@ public:
       msg = "config: " + why;
       return start_outcome::failed;
     }
+    if (std::string problem = file_problem(config); !problem.empty()) {
+      msg = "config = \"" + shown(config) + "\": " + problem;
+      return start_outcome::failed;
+    }
     for (auto& s : p.sets) {
       std::string e;
       if (!expand(s, e, why)) {
@@ -841,7 +956,7 @@ public:
       case ready::exited:
         // A port kept across a restart may still be held (TIME_WAIT, a slow exit): retry a while.
         if (keep_ports && since(t0) < rebind_limit_s &&
-            read_whole(p.err).find("cannot listen") != std::string::npos) {
+            read_tail(p.err).find("cannot listen") != std::string::npos) {
           sleep_s(0.25);
           continue;
         }
@@ -1111,7 +1226,7 @@ public:
 
   // The state letter of /proc/PID/stat ('T' stopped, 'R' / 'S' running or sleeping); 0 if unreadable.
   static char proc_state(pid_t pid) {
-    std::string stat = read_whole("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat = read_tail("/proc/" + std::to_string(pid) + "/stat");
     auto paren = stat.rfind(')'); // the command name may contain spaces and parentheses
     return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
   }
@@ -1266,7 +1381,7 @@ public:
         return {false, what + ": " + msg};
       if (msg.rfind("exit 0 ", 0) == 0)
         return {false, what + ": it exited 0 before its ready line, expected a failure"};
-      std::string text = read_whole(p.out) + read_whole(p.err);
+      std::string text = read_tail(p.out) + read_tail(p.err);
       if (text.find(s.contains) == std::string::npos)
         return {false, what + ": " + msg + "; its output does not contain \"" + s.contains + "\""};
       return {true, what + ": " + msg};

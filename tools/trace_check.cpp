@@ -5,6 +5,8 @@
 #include <exception>
 #include <iostream>
 
+#include <kj/exception.h>
+
 #include "messages/trace_check.hpp"
 #include "tools/trace_tools.hpp"
 
@@ -15,12 +17,16 @@ int run_trace_check(const std::string& path) {
   try {
     contents = read_trace(path);
   } catch (const std::exception& e) {
-    std::cerr << "ordo trace check: cannot read " << path << ": " << e.what() << "\n";
+    std::string why = e.what(); // names the path already when it comes from trace_reader
+    std::cerr << "ordo trace check: " << (why.rfind(path, 0) == 0 ? why : "cannot read " + path + ": " + why) << "\n";
     return 2;
   }
   trace_check_result result;
   try {
     result = check_trace(contents);
+  } catch (const kj::Exception& e) { // before std::exception: its what() carries a stack trace
+    std::cerr << "ordo trace check: " << path << " is not a readable trace: " << e.getDescription().cStr() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "ordo trace check: " << path << " is not a readable trace: " << e.what() << "\n";
     return 2;

@@ -457,10 +457,14 @@ int run_trace_show(const trace_show_options& options) {
                     r.getPeer().size() ? r.getPeer().cStr() : "-", r.getKind().cStr());
       out << head << summary << "\n";
     }
-  } catch (const kj::Exception& e) {
+  } catch (const kj::Exception& e) { // before std::exception: its what() carries a stack trace
     out.flush();
     std::cerr << "ordo trace show: " << options.path << ": record " << reader->count()
               << " does not decode: " << e.getDescription().cStr() << "\n";
+    return 2;
+  } catch (const std::exception& e) { // a damaged record: the reader names the file, record and byte
+    out.flush();
+    std::cerr << "ordo trace show: " << e.what() << "\n";
     return 2;
   }
   if (reader->truncated()) {
