@@ -11,6 +11,7 @@
 #include <caf/io/basp_broker.hpp>
 #include <spdlog/spdlog.h>
 
+#include "runtime/metrics.hpp"
 #include "runtime/peer_auth.hpp"
 
 namespace ordo {
@@ -139,6 +140,19 @@ auth_acceptor_handle spawn_auth_acceptor(caf::actor_system& sys, caf::strong_act
     throw std::runtime_error("cannot listen on tcp://" + where + ": " + why);
   out.port = port;
   return out;
+}
+
+std::string render_auth_acceptor_metrics(const auth_acceptor_stats& s) {
+  metrics_registry r;
+  const std::string help = "Connections to this process's actor port, by how the preamble ended (docs/security.md): "
+                           "authenticated (handed to CAF), bad_mac (not the deployment's secret), deadline (no whole "
+                           "answer in 2 s: idle, short or closed), busy (over the caps of 64 pending / 256 sessions)";
+  r.counter("ordo_auth_connections_total", help, {{"outcome", "authenticated"}}).inc(s.authenticated.load());
+  r.counter("ordo_auth_connections_total", help, {{"outcome", "bad_mac"}}).inc(s.refused_mac.load());
+  r.counter("ordo_auth_connections_total", help, {{"outcome", "deadline"}}).inc(s.refused_deadline.load());
+  r.counter("ordo_auth_connections_total", help, {{"outcome", "busy"}}).inc(s.refused_busy.load());
+  r.gauge("ordo_auth_pending", "Connections in the preamble now").set(static_cast<double>(s.pending.load()));
+  return r.render_prometheus();
 }
 
 caf::actor spawn_auth_connector(caf::actor_system& sys, const secret_key& key, uint32_t timeout_ms) {

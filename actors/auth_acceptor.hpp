@@ -68,6 +68,10 @@ auth_acceptor_handle spawn_auth_acceptor(caf::actor_system& sys, const Handle& p
                              std::move(options));
 }
 
+// /metrics lines of an acceptor: ordo_auth_connections_total{outcome=authenticated|bad_mac|
+// deadline|busy} and ordo_auth_pending (Prometheus text).
+std::string render_auth_acceptor_metrics(const auth_acceptor_stats& stats);
+
 // The connector's side: an actor on a thread of its own that answers (caf::connect_atom, host,
 // port) the way CAF's middleman actor does — (node_id, strong_actor_ptr, interfaces) — after the
 // preamble, by handing the authenticated socket to BASP as an outgoing connection. A peer that

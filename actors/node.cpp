@@ -123,6 +123,7 @@ struct node::impl {
   std::vector<std::pair<std::string, std::shared_ptr<std::atomic<uint64_t>>>> multi_hits; // per leaf
   int actor_port = 0;
   caf::actor pd_acceptor; // P/D: the acceptor in front of the published host tier
+  std::shared_ptr<auth_acceptor_stats> pd_auth_stats;
   caf::actor store;
   scheduler_actor scheduler;
   int port = 0;
@@ -283,6 +284,7 @@ int node::start() {
       ao.live = [shared = so.shared] { return shared->view().sessions; };
       auto acceptor = spawn_auth_acceptor(sys, server, ao);
       d.pd_acceptor = acceptor.broker;
+      d.pd_auth_stats = acceptor.stats;
       d.actor_port = acceptor.port;
     } catch (const std::exception& e) {
       caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
@@ -413,7 +415,7 @@ int node::start() {
                  "until an admin key is configured",
                  d.cfg.host);
   auto link = d.store_link;
-  fe_opts.render_metrics = [metrics, link, pd = d.pd_shared, leaves = d.multi_hits] {
+  fe_opts.render_metrics = [metrics, link, pd = d.pd_shared, leaves = d.multi_hits, auth = d.pd_auth_stats] {
     std::string text = metrics->render();
     if (!leaves.empty()) {
       metrics_registry r;
@@ -427,6 +429,8 @@ int node::start() {
       text += render_store_link_metrics(link->view());
     if (pd)
       text += render_pd_lease_metrics(pd->view());
+    if (auth)
+      text += render_auth_acceptor_metrics(*auth);
     return text;
   };
   fe_opts.host_tier = d.cfg.connector == connector_kind::store                                ? "store"

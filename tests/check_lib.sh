@@ -58,3 +58,30 @@ no_process_left() {
 # The logs directory a run named on its first line.
 logs_dir() { sed -nE '1s/^topology .*: logs in (.*)$/\1/p' "$1"; }
 last_line_is() { test "$(tail -n 1 "$1")" = "$2"; }
+
+# Ready lines "listening on http://HOST:PORT [tcp://HOST:ACTOR_PORT]" of a process's stdout file:
+# its HTTP endpoint, and its actor port (stores and P/D nodes).
+http_of() { sed -n 's|^listening on http://\([^ ]*\).*|\1|p' "$1"; }
+actor_port_of() { sed -n 's|^listening on http://[^ ]* tcp://[^:]*:\([0-9]*\)$|\1|p' "$1"; }
+
+# start NAME ARGS...: runs `$ordo ARGS...` in the background with its output in $tmp/NAME.out and
+# $tmp/NAME.err, adds its pid to $pids and sets ${NAME}_pid, and waits up to 30 s for its ready
+# line (use_tmp_and_pids first).
+start() {
+  local name=$1; shift
+  "$ordo" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pids+=($!)
+  eval "${name}_pid=$!"
+  wait_ready "$tmp/$name.out" 30
+}
+
+# stop_all NAME...: SIGTERM to each process `start` started, in order; each must exit 0 within 20 s.
+stop_all() {
+  local name pid
+  for name in "$@"; do
+    eval "pid=\$${name}_pid"
+    kill -TERM "$pid"
+    wait_exit "$pid" 20
+    check "$name stops on SIGTERM" test "$code" -eq 0
+  done
+}

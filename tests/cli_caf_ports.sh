@@ -9,15 +9,6 @@ set -u
 ordo=${1:?usage: cli_caf_ports.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
 use_tmp_and_pids
-http_of() { sed -n 's|^listening on http://\([^ ]*\).*|\1|p' "$1"; }
-actor_port_of() { sed -n 's|^listening on http://[^ ]* tcp://[^:]*:\([0-9]*\)$|\1|p' "$1"; }
-start() { # NAME ARGS...
-  local name=$1; shift
-  "$ordo" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  eval "${name}_pid=$!"
-  wait_ready "$tmp/$name.out" 30
-}
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 start s store --config configs/store.toml --port 0
@@ -102,16 +93,15 @@ check "the store closed its idle sockets ($s_closed of $s_idle)" test "$s_closed
 check "the prefill node closed its idle sockets ($p_closed of $p_idle)" test "$p_closed" -eq "$p_idle" -a "$p_idle" -gt 100
 check "the store grew by less than 64 MiB ($s_rss -> $(rss_kib "$s_pid") KiB)" test $(( $(rss_kib "$s_pid") - s_rss )) -lt 65536
 check "the prefill node grew by less than 64 MiB ($p_rss -> $(rss_kib "$p_pid") KiB)" test $(( $(rss_kib "$p_pid") - p_rss )) -lt 65536
+check "the store counts the refused connections" grep -Eq '^ordo_auth_connections_total\{outcome="deadline"\} [1-9]' \
+  <(curl --noproxy '*' -s --max-time 10 "http://$(http_of "$tmp/s.out")/metrics")
+check "... and so does the prefill node" grep -Eq '^ordo_auth_connections_total\{outcome="busy"\} [1-9]' \
+  <(curl --noproxy '*' -s --max-time 10 "http://$(http_of "$tmp/p.out")/metrics")
 got=$(ask "$(http_of "$tmp/n.out")" 768 1)
 check "the node's store session survived: a store hit, exact" test "$(field "$got" 2)" = "$clean" -a "$(field "$got" 3)" -gt 0
 pre=$(ask "$(http_of "$tmp/p.out")" 768 1 '{"do_remote_decode": true}')
 got=$(ask "$(http_of "$tmp/d.out")" 768 1 "$(echo "$pre" | cut -d' ' -f5-)")
 check "a decode node still pulls from the prefill node, exact" test "$(field "$got" 2)" = "$clean" -a "$(field "$got" 4)" -gt 0
 
-for name in d p c n s; do
-  eval "pid=\$${name}_pid"
-  kill -TERM "$pid"
-  wait_exit "$pid" 20
-  check "$name stops on SIGTERM" test "$code" -eq 0
-done
+stop_all d p c n s
 finish

@@ -15,19 +15,11 @@ fi
 use_tmp_and_pids
 chmod 755 "$tmp"
 cp "$ordo" "$tmp/ordo"
+ordo=$tmp/ordo # the copy: nobody can run it
 cp configs/offload.toml configs/store.toml "$tmp/"
 chmod 755 "$tmp/ordo"
 chmod 644 "$tmp"/*.toml
 mkdir -m 700 "$tmp/nobody" && chown nobody "$tmp/nobody"
-http_of() { sed -n 's|^listening on http://\([^ ]*\).*|\1|p' "$1"; }
-actor_port_of() { sed -n 's|^listening on http://[^ ]* tcp://[^:]*:\([0-9]*\)$|\1|p' "$1"; }
-start() { # NAME ARGS...
-  local name=$1; shift
-  "$tmp/ordo" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  eval "${name}_pid=$!"
-  wait_ready "$tmp/$name.out" 30
-}
 as_nobody() { # NAME ARGS...: runs `ordo ARGS...` as nobody, bounded; sets `code`
   local name=$1; shift
   (cd "$tmp" && timeout 30 setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME=/nonexistent \
@@ -74,10 +66,5 @@ got=$(cd "$tmp" && timeout 20 setpriv --reuid=nobody --regid=nogroup --clear-gro
 check "nobody's forged bytes to a P/D node's actor port: challenged, then closed ($got)" test "$got" = "32 True"
 check "the prefill node still serves" kill -0 "$p_pid"
 
-for name in owner_shm owner_tcp p s; do
-  eval "pid=\$${name}_pid"
-  kill -TERM "$pid"
-  wait_exit "$pid" 20
-  check "$name stops on SIGTERM" test "$code" -eq 0
-done
+stop_all owner_shm owner_tcp p s
 finish

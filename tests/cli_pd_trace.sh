@@ -9,13 +9,6 @@ source "$(dirname "$0")/check_lib.sh"
 use_tmp_and_pids
 endpoint_of() { sed -n 's|^listening on http://\([^ ]*\).*|\1|p' "$1"; }
 
-start() { # NAME ARGS...: starts `ordo ARGS...`, output in $tmp/NAME.{out,err}
-  local name=$1; shift
-  "$ordo" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  eval "${name}_pid=$!"
-  wait_ready "$tmp/$name.out" 30
-}
 node_args=(node --config configs/offload.toml --port 0 --set kv_transfer.connector=pd)
 start p "${node_args[@]}" --set kv_transfer.kv_role=kv_producer --set trace.path="$tmp/p.trace" --set trace.node=p
 start d "${node_args[@]}" --set kv_transfer.kv_role=kv_consumer --set trace.path="$tmp/d.trace" --set trace.node=d

@@ -12,15 +12,6 @@ set -u
 ordo=${1:?usage: cli_pd_trust.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
 use_tmp_and_pids
-http_of() { sed -n 's|^listening on http://\([^ ]*\).*|\1|p' "$1"; }
-actor_port_of() { sed -n 's|^listening on http://[^ ]* tcp://[^:]*:\([0-9]*\)$|\1|p' "$1"; }
-start() { # NAME ARGS...: starts `ordo ARGS...`, output in $tmp/NAME.{out,err}
-  local name=$1; shift
-  "$ordo" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-  pids+=($!)
-  eval "${name}_pid=$!"
-  wait_ready "$tmp/$name.out" 30
-}
 mkdir -m 700 "$tmp/stranger"
 pd=(node --config configs/offload.toml --port 0 --set kv_transfer.connector=pd)
 start c node --config configs/offload.toml --port 0
@@ -160,10 +151,5 @@ check "... after retrying the connect within the deadline ($tried connections)" 
 sleep 3
 check "... and no retry once no request wants it" test "$(cat "$tmp/closer.count")" = "$tried"
 
-for name in x d3 d2 d liar p c; do
-  eval "pid=\$${name}_pid"
-  kill -TERM "$pid"
-  wait_exit "$pid" 20
-  check "$name stops on SIGTERM" test "$code" -eq 0
-done
+stop_all x d3 d2 d liar p c
 finish

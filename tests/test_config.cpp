@@ -328,6 +328,23 @@ TEST_CASE("errors about a secret never print it", "[config]") {
   CHECK(typo.find("sk-live") == std::string::npos);
 }
 
+TEST_CASE("pd.peers lists HOST:PORT endpoints; security.secret_file is a path, shown in messages", "[config]") {
+  auto cfg = parse_config("[pd]\npeers = \"127.0.0.1:7001, node-b:7002\"\n[security]\nsecret_file = \"/s/f\"\n");
+  REQUIRE(cfg.pd_peers.size() == 2);
+  CHECK(cfg.pd_peers[0] == "127.0.0.1:7001");
+  CHECK(cfg.pd_peers[1] == "node-b:7002");
+  CHECK(cfg.secret_file == "/s/f");
+  CHECK(parse_config("").pd_peers.empty());
+  CHECK(error_of("[pd]\npeers = \"127.0.0.1\"").find("\"127.0.0.1\" is not HOST:PORT") != std::string::npos);
+  CHECK(error_of("[pd]\npeers = \"h:70000\"").find("is not HOST:PORT") != std::string::npos);
+  CHECK(error_of("[pd]\npeers = \"h:1,,h:2\"").find("is not HOST:PORT") != std::string::npos);
+  std::string many;
+  for (int i = 1; i <= 65; ++i)
+    many += (i > 1 ? "," : "") + std::string("h:") + std::to_string(i);
+  CHECK(error_of("[pd]\npeers = \"" + many + "\"").find("lists 65 peers") != std::string::npos);
+  CHECK(error_of("[security]\nsecret_file = 3").find("= 3") != std::string::npos); // a path is not hidden
+}
+
 TEST_CASE("unknown keys and sections are errors naming what is allowed", "[config]") {
   using Catch::Matchers::Equals;
   CHECK_THAT(error_of("[cache]\nblock_sise = 16"),
@@ -335,10 +352,10 @@ TEST_CASE("unknown keys and sections are errors naming what is allowed", "[confi
                     "chunk_size, num_blocks, checkpoint_interval"));
   CHECK_THAT(error_of("[caches]\nblock_size = 16"),
              Equals("unknown section [caches]; allowed sections: model, device, cache, "
-                    "scheduler, kv_transfer, store, pd, node, server, log, trace, faults"));
+                    "scheduler, kv_transfer, store, pd, security, node, server, log, trace, faults"));
   CHECK_THAT(error_of("port = 1"),
              Equals("unknown key port = 1 at top level; keys belong in a section: model, device, "
-                    "cache, scheduler, kv_transfer, store, pd, node, server, log, trace, faults"));
+                    "cache, scheduler, kv_transfer, store, pd, security, node, server, log, trace, faults"));
   CHECK_THAT(error_of("[model.extra]\nx = 1"),
              Equals("unknown key model.extra = { x = 1 }; allowed keys in [model]: preset, size, "
                     "seed, kv_dtype, weight_dtype, path, served_model_name"));

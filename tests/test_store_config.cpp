@@ -90,7 +90,7 @@ TEST_CASE("unknown store config keys are refused naming the allowed ones", "[sto
         "unknown key store.capacity = 5; allowed keys in [store]: capacity_mb, host, port, http_port, "
         "granularity, engine_id");
   CHECK(error_of("", {"store.bogus=1"}).rfind("unknown key store.bogus = 1; allowed keys in [store]:", 0) == 0);
-  CHECK(error_of("[cache]\nblock_size = 16\n") == "unknown section [cache]; allowed sections: store, log");
+  CHECK(error_of("[cache]\nblock_size = 16\n") == "unknown section [cache]; allowed sections: store, log, security");
   CHECK(error_of("x = 1\n").rfind("unknown key x = 1 at top level", 0) == 0);
   CHECK(error_of("", {"nodot=1"}).rfind("--set \"nodot=1\": key \"nodot\" must be section.key", 0) == 0);
   CHECK(error_of("[store\n").rfind("config: TOML syntax error at line 1", 0) == 0);

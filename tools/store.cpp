@@ -23,8 +23,9 @@ namespace ordo {
 
 namespace {
 
-http_server::handler store_http_handler(std::shared_ptr<store_server_shared> shared) {
-  return [shared](http_request req, std::shared_ptr<http_responder> res) {
+http_server::handler store_http_handler(std::shared_ptr<store_server_shared> shared,
+                                        std::shared_ptr<auth_acceptor_stats> auth) {
+  return [shared, auth](http_request req, std::shared_ptr<http_responder> res) {
     if (req.path != "/health" && req.path != "/metrics")
       return res->send(404, "application/json",
                        http_error_body(404, "no route for " + req.method + " " + req.path +
@@ -33,7 +34,8 @@ http_server::handler store_http_handler(std::shared_ptr<store_server_shared> sha
       return res->send(405, "application/json", http_error_body(405, req.path + " takes GET"), {{"Allow", "GET"}});
     if (req.path == "/health")
       return res->send(200, "application/json", render_store_health(shared->view()));
-    return res->send(200, "text/plain; version=0.0.4", render_store_metrics(shared->view()));
+    return res->send(200, "text/plain; version=0.0.4",
+                     render_store_metrics(shared->view()) + render_auth_acceptor_metrics(*auth));
   };
 }
 
@@ -125,7 +127,7 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   http_server_options http_opt;
   http_opt.host = cfg.host;
   http_opt.port = cfg.http_port;
-  http_server http(http_opt, store_http_handler(shared));
+  http_server http(http_opt, store_http_handler(shared, acceptor.stats));
   int http_port = 0;
   try {
     http_port = http.start();
