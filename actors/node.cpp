@@ -244,6 +244,7 @@ int node::start() {
     sc.dev = dev;
     sc.tap = tap;
     sc.secret = secret;
+    sc.role = to_string(d.cfg.kv_role);
     d.store_link = sc.status;
     auto client = spawn_store_client(sys, std::move(sc));
     store = caf::actor_cast<store_actor>(client);
@@ -341,6 +342,7 @@ int node::start() {
         pc.staging_offset = at;
       }
       pc.secret = secret;
+      pc.role = "kv_consumer"; // a decode node only reads a prefill node's tier
       pc.on_demand = true;
       pc.idle_exit_ms = 60000;
       const auto address = parse_host_port(endpoint);

@@ -360,8 +360,11 @@ void attempt(self_ptr self) {
             h.engine_id = st.engine_id;
             h.namespace_id = st.opt.namespace_id;
             h.boot_id = st.boot;
-            if (st.opt.secret)
+            h.role = st.opt.role;
+            if (st.opt.secret) {
               h.challenge = random_hex(32);
+              h.mac = store_hello_mac(*st.opt.secret, h);
+            }
             st.sessions.at(gen).hello = h;
             self->request(s.link, st.outer_deadline(), h)
                 .then([self, gen](store_welcome& w) { on_welcome(self, gen, w); },

@@ -75,6 +75,9 @@ struct store_client_options {
   // The deployment secret (docs/security.md): the hello carries a fresh challenge and a welcome
   // whose proof does not verify under this key is refused. Empty: no proof asked.
   std::optional<secret_key> secret;
+  // The role its hello declares ("kv_consumer": read only, the store refuses its reserves and
+  // evict_all); covered by the hello's MAC.
+  std::string role = "kv_both";
   // A P/D peer (docs/pd.md): connects only while a lookup wants it. A lookup that finds no live
   // session waits for one, the connect retried, up to deadline_ms; no retry when nobody waits.
   bool on_demand = false;

@@ -1,5 +1,6 @@
 #include "actors/store_server.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -34,6 +35,11 @@ uint64_t store_wire_digest() {
 }
 
 namespace {
+std::string hello_message(const store_hello& h) {
+  return "ordo-store-hello-v1\n" + h.wire + "\n" + h.engine_id + "\n" + std::to_string(h.namespace_id) + "\n" +
+         h.boot_id + "\n" + h.challenge + "\n" + h.role;
+}
+
 std::string welcome_message(const std::string& store_id, const store_hello& hello) {
   return "ordo-store-welcome-v1\n" + store_id + "\n" + hello.engine_id + "\n" + std::to_string(hello.namespace_id) +
          "\n" + hello.challenge;
@@ -43,6 +49,8 @@ std::string welcome_message(const std::string& store_id, const store_hello& hell
 std::string store_welcome_proof(const secret_key& key, const std::string& store_id, const store_hello& hello) {
   return hmac_hex(key, welcome_message(store_id, hello));
 }
+
+std::string store_hello_mac(const secret_key& key, const store_hello& h) { return hmac_hex(key, hello_message(h)); }
 
 bool store_welcome_proven(const secret_key& key, const store_welcome& welcome, const store_hello& hello) {
   return !hello.challenge.empty() && hmac_matches(key, welcome_message(welcome.store_id, hello), welcome.proof);
@@ -114,6 +122,7 @@ std::string quoted(const std::string& s) {
 struct session {
   std::string engine_id;
   uint64_t namespace_id = 0;
+  bool read_only = false; // role kv_consumer: pins and lookups only
   sequence_check steps;
   std::unordered_map<object_key, int32_t, object_key_hash> pins; // key → pins this session holds
   std::unordered_set<object_key, object_key_hash> reservations;  // reserved, not committed or aborted
@@ -306,6 +315,14 @@ store_welcome welcome(self_ptr self, const store_hello& h) {
                   hex64(store_wire_digest()) + " (built from another messages/ordo.capnp)");
   if (h.engine_id.empty())
     return refuse("engine id is empty");
+  // With the deployment secret, a hello carries the node's credential over what it declares.
+  if (st.secret && !hmac_matches(*st.secret, hello_message(h), h.mac)) {
+    st.shared->update([](store_server_view& v) { ++v.hellos_refused_credential_total; });
+    return refuse("the hello carries no valid credential (its MAC does not verify under this store's "
+                  "security.secret_file): the node is not one of this deployment's processes");
+  }
+  if (!h.role.empty() && h.role != "kv_both" && h.role != "kv_producer" && h.role != "kv_consumer")
+    return refuse("role " + quoted(h.role) + " is none of kv_both, kv_producer, kv_consumer");
   const auto addr = caf::actor_cast<caf::actor_addr>(sender);
   for (const auto& [a, s] : st.sessions)
     if (s.engine_id == h.engine_id && a != addr)
@@ -321,6 +338,7 @@ store_welcome welcome(self_ptr self, const store_hello& h) {
   session s;
   s.engine_id = h.engine_id;
   s.namespace_id = h.namespace_id;
+  s.read_only = h.role == "kv_consumer";
   st.sessions.emplace(addr, std::move(s));
   self->monitor(sender);
   spdlog::info("store: session of engine {} opened (namespace {:016x}, boot id {})", h.engine_id,
@@ -452,6 +470,20 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
       };
       keep_own(own.pins, foreign_pins);
       keep_own(own.reserves, foreign_reserves);
+      // A read-only (kv_consumer) session writes and evicts nothing.
+      std::vector<size_t> unwritable;
+      if (s.read_only && (!own.reserves.empty() || own.evict_all)) {
+        for (size_t i = 0; i < step.reserves.size(); ++i)
+          if (std::find(foreign_reserves.begin(), foreign_reserves.end(), i) == foreign_reserves.end())
+            unwritable.push_back(i);
+        if (own.evict_all)
+          spdlog::warn("store: engine {}: evict_all refused: its session is read only (role kv_consumer)", s.engine_id);
+        st.shared->update([&](store_server_view& v) { v.orders_refused_role_total += unwritable.size() + own.evict_all; });
+        own.reserves.clear();
+        own.evict_all = false;
+        foreign_reserves.insert(foreign_reserves.end(), unwritable.begin(), unwritable.end());
+        std::sort(foreign_reserves.begin(), foreign_reserves.end());
+      }
       auto applied = apply(st.core.get(), own, s.namespace_id);
       track(s, own, applied.done);
       if (st.corrupt_commits_kind != 255 && st.core)
@@ -466,8 +498,10 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
         for (size_t i : foreign) {
           store_grant g;
           g.key = orders[i].key;
-          g.status = "namespace " + hex64(orders[i].key.namespace_id) + " is not this session's (" +
-                     hex64(s.namespace_id) + ")";
+          g.status = orders[i].key.namespace_id != s.namespace_id
+                         ? "namespace " + hex64(orders[i].key.namespace_id) + " is not this session's (" +
+                               hex64(s.namespace_id) + ")"
+                         : std::string("this session is read only (role kv_consumer): it reserves nothing");
           answers.insert(answers.begin() + static_cast<std::ptrdiff_t>(i), std::move(g));
         }
       };
@@ -552,6 +586,12 @@ static void render_lease_metrics(metrics_registry& r, const store_server_view& v
   r.counter("ordo_pd_leases_total", help, {{"outcome", "expired"}}).inc(v.leases_expired_total);
   r.counter("ordo_faults_corrupted_commits_total", "Objects corrupted after their commit (faults.corrupt_commits)")
       .inc(v.commits_corrupted_total);
+  // Refusals by reason (docs/security.md): a P/D node's published tier and `ordo store` alike.
+  const char* refusal_help = "Session refusals by reason: credential (a hello without a valid MAC over the "
+                             "deployment secret), role (reserves or evict_all of a read-only kv_consumer session)";
+  r.counter("ordo_store_refusals_total", refusal_help, {{"reason", "credential"}})
+      .inc(v.hellos_refused_credential_total);
+  r.counter("ordo_store_refusals_total", refusal_help, {{"reason", "role"}}).inc(v.orders_refused_role_total);
 }
 
 std::string render_store_metrics(const store_server_view& v) {
@@ -578,8 +618,9 @@ std::string render_store_metrics(const store_server_view& v) {
   count("ordo_store_reserves_total", "Reservations answered ok", st.reserves_total);
   count("ordo_store_rejected_total", "Reservations refused (too large or no space)", st.rejected_total);
   count("ordo_store_aborts_total", "Reservations aborted", st.aborts_total);
-  count("ordo_store_hellos_refused_total", "Session hellos refused (wire, digest or engine id)",
+  count("ordo_store_hellos_refused_total", "Session hellos refused (wire, digest, engine id, credential or role)",
         static_cast<int64_t>(v.hellos_refused_total));
+
   count("ordo_store_requests_refused_total", "Store requests refused (no session or out of order)",
         static_cast<int64_t>(v.requests_refused_total));
   count("ordo_store_sessions_ended_total", "Sessions whose node went away (pins and reservations released)",

@@ -45,6 +45,9 @@ uint64_t store_wire_digest();
 std::string store_welcome_proof(const secret_key& key, const std::string& store_id, const store_hello& hello);
 // Whether `welcome.proof` is that proof (constant time).
 bool store_welcome_proven(const secret_key& key, const store_welcome& welcome, const store_hello& hello);
+// The node's credential in its hello: HMAC-SHA256 with the deployment secret over the wire, the
+// engine id, the namespace, the boot id, the challenge and the role it declares.
+std::string store_hello_mac(const secret_key& key, const store_hello& hello);
 
 // Loads the middleman and sets what every ordo store peer needs: the ordo type ids, the app
 // identifier, heartbeats (1 s) and the connection timeout (15 s). Call before creating the system.
@@ -80,6 +83,8 @@ struct store_server_view {
   uint64_t hellos_refused_total = 0;
   uint64_t requests_refused_total = 0; // store_step / store_contains refused (no session, order)
   uint64_t sessions_ended_total = 0;
+  uint64_t hellos_refused_credential_total = 0; // no valid MAC over the hello (docs/security.md)
+  uint64_t orders_refused_role_total = 0;       // reserves or evict_all of a read-only (kv_consumer) session
   // P/D leases (docs/pd.md): held now, and how each one ended.
   int64_t leases_active = 0;
   int64_t leased_objects = 0;

@@ -510,6 +510,8 @@ struct StoreHello {
   namespaceId @3 :UInt64;
   bootId @4 :Text;
   challenge @5 :Text;      # random hex the welcome's proof covers (docs/security.md)
+  role @6 :Text;           # kv_both | kv_producer | kv_consumer (read only)
+  mac @7 :Text;            # HMAC-SHA256 with the deployment secret over the hello's fields
 }
 
 struct StoreWelcome {

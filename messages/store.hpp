@@ -162,9 +162,11 @@ struct store_hello {
   uint64_t namespace_id = 0;
   std::string boot_id;       // /proc/sys/kernel/random/boot_id of the node's host
   std::string challenge;     // 32 random bytes (hex) the welcome's proof covers (docs/security.md)
+  std::string role;          // "kv_both" | "kv_producer" | "kv_consumer" (read only); "" = kv_both
+  std::string mac;           // store_hello_mac(): HMAC with the deployment secret over the fields above
 };
 
-ORDO_FIELDS(store_hello, wire, wire_digest, engine_id, namespace_id, boot_id, challenge)
+ORDO_FIELDS(store_hello, wire, wire_digest, engine_id, namespace_id, boot_id, challenge, role, mac)
 
 // store server → node: the session is open (ok) or refused (why), and the store's own identity.
 struct store_welcome {

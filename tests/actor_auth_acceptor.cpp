@@ -204,7 +204,8 @@ std::variant<store_welcome, std::string> hello_through_acceptor(uint16_t port, c
           },
           [&](caf::error& e) { out = (e == caf::sec::invalid_argument ? "refused: " : "unreachable: ") + sys.render(e); });
   if (store) {
-    store_hello h{store_wire_name, store_wire_digest(), "node-auth-test", 7, boot_id(), random_hex(32)};
+    store_hello h{store_wire_name, store_wire_digest(), "node-auth-test", 7, boot_id(), random_hex(32), "kv_both", ""};
+    h.mac = store_hello_mac(key, h);
     self->request(store, std::chrono::seconds(5), h)
         .receive([&](store_welcome& w) { out = w; }, [&](caf::error& e) { out = sys.render(e); });
   }

@@ -94,7 +94,7 @@ struct client_side {
 };
 
 store_hello hello_as(const std::string& engine_id) {
-  return store_hello{store_wire_name, store_wire_digest(), engine_id, 7, boot_id(), random_hex(32)};
+  return store_hello{store_wire_name, store_wire_digest(), engine_id, 7, boot_id(), random_hex(32), "", ""};
 }
 
 object_key key_of(uint64_t hash) {
@@ -282,7 +282,8 @@ TEST_CASE("store server: its welcome proves the deployment secret over the hello
   key[0] = 42;
   server_side server(key);
   client_side node(server.port);
-  const store_hello h = hello_as("node-proof");
+  store_hello h = hello_as("node-proof");
+  h.mac = store_hello_mac(key, h);
   auto w = get_ok<store_welcome>(node.ask<store_welcome>(h));
   CHECK(w.ok);
   CHECK(w.proof.size() == 64);
@@ -297,6 +298,34 @@ TEST_CASE("store server: its welcome proves the deployment secret over the hello
   store_welcome renamed = w;
   renamed.store_id = "store-evil";
   CHECK_FALSE(store_welcome_proven(key, renamed, h));
+  // The node's credential: a hello without a valid MAC is refused, and so is a changed role.
+  store_hello forged = hello_as("node-forged");
+  auto refused = get_ok<store_welcome>(node.ask<store_welcome>(forged));
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.why.find("no valid credential") != std::string::npos);
+  store_hello promoted = hello_as("node-promoted");
+  promoted.role = "kv_consumer";
+  promoted.mac = store_hello_mac(key, promoted);
+  promoted.role = "kv_both"; // declared read only, claimed otherwise
+  CHECK_FALSE(get_ok<store_welcome>(node.ask<store_welcome>(promoted)).ok);
+  CHECK(server.shared->view().hellos_refused_credential_total == 2);
+
+  // A read-only (kv_consumer) session pins, but reserves and evicts nothing.
+  client_side reader(server.port);
+  store_hello ro = hello_as("node-reader");
+  ro.role = "kv_consumer";
+  ro.mac = store_hello_mac(key, ro);
+  REQUIRE(get_ok<store_welcome>(reader.ask<store_welcome>(ro)).ok);
+  store_step s = step_of(1);
+  s.reserves = {ref_of(1)};
+  s.evict_all = true;
+  auto done = get_ok<store_step_done>(reader.ask<store_step_done>(s));
+  REQUIRE(done.reserves.size() == 1);
+  CHECK_FALSE(done.reserves[0].ok);
+  CHECK(done.reserves[0].status.find("read only (role kv_consumer)") != std::string::npos);
+  CHECK(server.shared->view().orders_refused_role_total == 2);
+  CHECK(server.shared->view().stats.reserves_total == 0);
+
   // A store without the secret proves nothing.
   server_side stranger;
   client_side node2(stranger.port);

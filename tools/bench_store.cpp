@@ -129,7 +129,9 @@ private:
                                refused);
     store_welcome w;
     std::string error = "no answer";
-    store_hello h{store_wire_name, store_wire_digest(), "bench-" + std::to_string(getpid()), namespace_id, boot_id(), ""};
+    store_hello h{store_wire_name, store_wire_digest(), "bench-" + std::to_string(getpid()), namespace_id, boot_id(),
+                  random_hex(32), "kv_both", ""};
+    h.mac = store_hello_mac(secret.key, h);
     (*self_)->request(store_, deadline, h)
         .receive([&](store_welcome& got) { w = std::move(got), error.clear(); },
                  [&](caf::error& e) { error = sys_->render(e); });
