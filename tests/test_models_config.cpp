@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/scratch_dir.hpp"
 #include "runtime/config.hpp"
 
 using namespace ordo;
@@ -12,17 +13,6 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// Scratch directories made by this test, removed when it exits.
-struct scratch_dirs {
-  std::vector<std::string> dirs;
-  ~scratch_dirs() {
-    for (const auto& d : dirs) std::filesystem::remove_all(d);
-  }
-};
-std::vector<std::string>& scratch() {
-  static scratch_dirs s;
-  return s.dirs;
-}
 
 std::string error_of(const std::string& toml) {
   try {
@@ -51,10 +41,7 @@ TEST_CASE("model.path: config.json is read before the node serves, and its fault
 }
 
 TEST_CASE("model.path: a malformed checkpoint is refused at config time, naming the file and the fault", "[config][models]") {
-  char tmpl[] = "/tmp/ordo_cfg_XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  scratch().push_back(d);
+  const std::string d = test::scratch_dir("ordo_cfg");
   const std::string dir = std::string(d) + "/ck";
   std::filesystem::copy("tests/data/hf/qwen3_5_text", dir);
   std::filesystem::resize_file(dir + "/model.safetensors", std::filesystem::file_size(dir + "/model.safetensors") - 64);

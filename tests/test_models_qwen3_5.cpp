@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/scratch_dir.hpp"
 #include "runtime/models/hf_model.hpp"
 #include "runtime/models/qwen3_5_reference.hpp"
 #include "runtime/safetensors.hpp"
@@ -25,17 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Scratch directories made by this test, removed when it exits.
-struct scratch_dirs {
-  std::vector<std::string> dirs;
-  ~scratch_dirs() {
-    for (const auto& d : dirs) std::filesystem::remove_all(d);
-  }
-};
-std::vector<std::string>& scratch() {
-  static scratch_dirs s;
-  return s.dirs;
-}
 
 constexpr double tolerance = 1e-3;
 
@@ -87,10 +77,7 @@ comparison compare(const hf_checkpoint& ck, const fixture& f, bool only_longest 
 }
 
 std::string scratch_copy(const std::string& from) {
-  char tmpl[] = "/tmp/ordo_mut_XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  scratch().push_back(d);
+  const std::string d = test::scratch_dir("ordo_mut");
   const std::string dir = std::string(d) + "/ck";
   fs::copy(from, dir, fs::copy_options::recursive);
   return dir;

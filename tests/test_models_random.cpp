@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/scratch_dir.hpp"
 #include "runtime/models/hf_model.hpp"
 #include "runtime/models/qwen3_5_reference.hpp"
 #include "runtime/models/random_checkpoint.hpp"
@@ -19,25 +20,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// Scratch directories made by this test, removed when it exits.
-struct scratch_dirs {
-  std::vector<std::string> dirs;
-  ~scratch_dirs() {
-    for (const auto& d : dirs) std::filesystem::remove_all(d);
-  }
-};
-std::vector<std::string>& scratch() {
-  static scratch_dirs s;
-  return s.dirs;
-}
-
-std::string temp_dir() {
-  char tmpl[] = "/tmp/ordo_rand_XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  scratch().push_back(d);
-  return d;
-}
+std::string temp_dir() { return test::scratch_dir("ordo_rand"); }
 
 } // namespace
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/scratch_dir.hpp"
 #include "runtime/models/hf_model.hpp"
 #include "runtime/safetensors.hpp"
 
@@ -21,26 +22,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Scratch directories made by this test, removed when it exits.
-struct scratch_dirs {
-  std::vector<std::string> dirs;
-  ~scratch_dirs() {
-    for (const auto& d : dirs) std::filesystem::remove_all(d);
-  }
-};
-std::vector<std::string>& scratch() {
-  static scratch_dirs s;
-  return s.dirs;
-}
 
 const std::string fixtures = "tests/data/hf/";
 
 // A scratch copy of a fixture directory.
 std::string copy_fixture(const std::string& name) {
-  char tmpl[] = "/tmp/ordo_hf_XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  scratch().push_back(d);
+  const std::string d = test::scratch_dir("ordo_hf");
   const std::string dir = std::string(d) + "/" + name;
   fs::copy(fixtures + name, dir, fs::copy_options::recursive);
   return dir;

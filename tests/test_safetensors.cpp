@@ -10,23 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/scratch_dir.hpp"
 #include "runtime/safetensors.hpp"
 
 using namespace ordo;
 
 namespace {
-
-// Scratch directories made by this test, removed when it exits.
-struct scratch_dirs {
-  std::vector<std::string> dirs;
-  ~scratch_dirs() {
-    for (const auto& d : dirs) std::filesystem::remove_all(d);
-  }
-};
-std::vector<std::string>& scratch() {
-  static scratch_dirs s;
-  return s.dirs;
-}
 
 // A file built byte by byte: u64 LE header length, the header text as given, then `data_bytes` bytes.
 std::vector<uint8_t> raw_file(const std::string& header, size_t data_bytes, uint64_t claimed_length = UINT64_MAX) {
@@ -48,13 +37,7 @@ std::string refusal(const std::vector<uint8_t>& bytes, const std::string& name =
   return "";
 }
 
-std::string temp_dir() {
-  char tmpl[] = "/tmp/ordo_st_XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  REQUIRE(d != nullptr);
-  scratch().push_back(d);
-  return d;
-}
+std::string temp_dir() { return test::scratch_dir("ordo_st"); }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
