@@ -98,6 +98,18 @@ bool eventually(Pred pred, int seconds = 15) {
   return pred();
 }
 
+// A client of namespace 7 for the store at 127.0.0.1:`port`, mapping arenas into `window`.
+store_client_options client_options(uint16_t port, std::shared_ptr<host_window> window, uint32_t deadline_ms) {
+  store_client_options opt;
+  opt.host = "127.0.0.1";
+  opt.port = port;
+  opt.namespace_id = 7;
+  opt.deadline_ms = deadline_ms;
+  opt.window = std::move(window);
+  opt.dev = std::shared_ptr<device>(make_cpu_device({}));
+  return opt;
+}
+
 object_key key_of(uint64_t hash) { return object_key{7, hash, 0}; }
 object_ref ref_of(uint64_t hash) { return object_ref{key_of(hash), 0, 64, 4, 4096}; }
 
@@ -113,13 +125,7 @@ TEST_CASE("the store client keeps every grant exact across a store that dies and
   quiet(cfg);
   caf::actor_system sys{cfg};
   auto window = std::make_shared<host_window>(uint64_t{1} << 34);
-  store_client_options opt;
-  opt.host = "127.0.0.1";
-  opt.port = port;
-  opt.namespace_id = 7;
-  opt.deadline_ms = 2000;
-  opt.window = window;
-  opt.dev = std::shared_ptr<device>(make_cpu_device({}));
+  store_client_options opt = client_options(port, window, 2000);
   auto status = opt.status;
   auto client = spawn_store_client(sys, opt);
   caf::scoped_actor self{sys};
@@ -252,13 +258,7 @@ TEST_CASE("a P/D peer's client: a first lookup waits for the session, a stranger
   quiet(cfg);
   caf::actor_system sys{cfg};
   auto window = std::make_shared<host_window>(uint64_t{1} << 34);
-  store_client_options opt;
-  opt.host = "127.0.0.1";
-  opt.port = port;
-  opt.namespace_id = 7;
-  opt.deadline_ms = 4000;
-  opt.window = window;
-  opt.dev = std::shared_ptr<device>(make_cpu_device({}));
+  store_client_options opt = client_options(port, window, 4000);
   opt.secret = key;
   opt.on_demand = true;
   opt.idle_exit_ms = 400;
