@@ -199,13 +199,12 @@ frontend_actor::behavior_type frontend(frontend_ptr self, scheduler_actor schedu
   };
 }
 
+} // namespace
+
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-
-} // namespace
 
 frontend_actor spawn_frontend(caf::actor_system& sys, scheduler_actor scheduler, std::shared_ptr<http_bridge> bridge,
                               frontend_options options, trace_tap tap) {

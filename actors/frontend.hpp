@@ -101,6 +101,9 @@ http_server::handler make_http_handler(frontend_actor frontend, std::shared_ptr<
                                        frontend_options options, std::shared_ptr<std::atomic<bool>> draining,
                                        std::shared_ptr<parse_worker> parser);
 
+// Now, in seconds since the Unix epoch (OpenAI's `created`, the expiry of signed P/D parameters).
+int64_t unix_seconds();
+
 // Whether `host` (an address or a name) is a loopback one; admin endpoints need a key otherwise.
 bool is_loopback_host(const std::string& host);
 

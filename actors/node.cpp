@@ -75,10 +75,6 @@ void check_host_memory(const node_config& cfg, const model_options& mo) {
                    kv + weights, available);
 }
 
-int64_t unix_now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // The first connection to the store server, waited for (bounded): a refusal (identity, wire,
 // host, expected identity) stops the node; an unreachable store is retried in the background
 // while the node serves and recomputes.
@@ -407,8 +403,7 @@ int node::start() {
   frontend_options fe_opts;
   fe_opts.model_name = opts.model_name;
   fe_opts.limits = opts.limits;
-  fe_opts.created = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch()).count();
+  fe_opts.created = unix_seconds();
   fe_opts.api_key = d.cfg.api_key;
   fe_opts.admin_key = d.cfg.admin_key;
   fe_opts.admin_disabled = d.cfg.admin_key.empty() && !is_loopback_host(d.cfg.host);
@@ -451,7 +446,7 @@ int node::start() {
       c.host = host;
       c.port = *port;
       c.transfer_id = std::to_string(r.request_id);
-      c.expires_at = unix_now_s() + std::max<int64_t>(r.lease_ms / 1000, 0) + 60;
+      c.expires_at = unix_seconds() + std::max<int64_t>(r.lease_ms / 1000, 0) + 60;
       return nlohmann::json{{"do_remote_decode", false},
                             {"do_remote_prefill", true},
                             {"remote_engine_id", c.engine_id},
@@ -466,7 +461,7 @@ int node::start() {
     fe_opts.check_kv_peer = [secret, peers = d.cfg.pd_peers,
                              metrics = d.metrics](const api_request& call) -> std::optional<api_error> {
       const kv_params_verdict v =
-          check_kv_params(secret, call.kv_claim, prompt_hash(call.request), peers, unix_now_s());
+          check_kv_params(secret, call.kv_claim, prompt_hash(call.request), peers, unix_seconds());
       if (v.refusal.empty())
         return std::nullopt;
       metrics->count_kv_params_refused();

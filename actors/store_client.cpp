@@ -193,12 +193,16 @@ void maybe_release(self_ptr self, uint64_t gen) {
   st.sessions.erase(it);
 }
 
-// A P/D peer (on_demand) is retried only while a lookup waits for it, quickly (its lookups wait
-// at most the deadline); a store server in the background, backing off to 5 s.
+// Whether a connection is still worth trying: a store server always; a P/D peer (on_demand) only
+// while a lookup waits for it.
+bool wanted(const client_state& st) { return !st.opt.on_demand || !st.waiting.empty(); }
+
+// A P/D peer is retried quickly (its lookups wait at most the deadline); a store server in the
+// background, backing off to 5 s.
 void schedule_retry(self_ptr self) {
   auto& st = self->state;
   st.connecting = false;
-  if (st.opt.on_demand && st.waiting.empty())
+  if (!wanted(st))
     return;
   const uint64_t token = ++st.retry_token;
   self->delayed_send(self, st.backoff, store_retry_atom_v, token);
@@ -734,7 +738,7 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
         auto& st = self->state;
         if (token != st.retry_token)
           return;
-        if (st.opt.on_demand && st.waiting.empty()) { // nobody wants this peer any more
+        if (!wanted(st)) { // its lookups expired since the retry was scheduled
           st.connecting = false;
           return;
         }
