@@ -64,7 +64,7 @@ void check_host_memory(const node_config& cfg, const model_options& mo) {
                      static_cast<uint64_t>(cfg.store_capacity_mb) << 20, available);
   if (cfg.device_kind != device_kind::cpu)
     return;
-  const model_dims dims = dims_of(mo.preset, mo.size);
+  const model_dims dims = dims_of(mo);
   uint64_t unit_bytes = 0;
   for (const auto& r : region_layout(dims, mo.kv, mo.block_size))
     unit_bytes += r.row_bytes * static_cast<uint64_t>(r.rows_per_block);
@@ -160,7 +160,7 @@ const node_config& node::config() const { return impl_->cfg; }
 int node::start() {
   auto& d = *impl_;
   validate(d.cfg);
-  auto model_opts = to_model_options(d.cfg);
+  auto model_opts = load_model_options(d.cfg);
   check_host_memory(d.cfg, model_opts);
   std::shared_ptr<device> dev = make_configured_device(d.cfg);
   auto mdl = std::make_shared<model>(model_opts, *dev);

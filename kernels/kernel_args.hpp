@@ -11,6 +11,13 @@
 #include "kernels/batch.hpp"
 #include "kernels/kv_layout.hpp"
 
+// Helpers below are compiled for the host and the GPU alike.
+#if defined(__CUDACC__) || defined(__HIP__)
+#define ORDO_ARGS_HD __host__ __device__
+#else
+#define ORDO_ARGS_HD
+#endif
+
 namespace ordo {
 
 // How the matmul op computes (device.matmul). `exact`: the CPU reference's per-lane order, bitwise
@@ -40,7 +47,10 @@ struct matmul_args {
   const uint16_t* w_bf16 = nullptr;
 };
 
-// y = x / rms(x) * w
+// y = x / rms(x) * w, for each of `heads` vectors of `dim` floats side by side in a row (head h at
+// h·dim; the per-head q/k norms of Qwen attention, the GDN's per-value-head output norm). With a
+// gate: y = (x / rms(x) * w) * silu(gate) elementwise (Qwen's gated RMSNorm; gate rows laid out as
+// x's). y may be x.
 struct rmsnorm_args {
   const float* x = nullptr;
   int64_t ldx = 0;
@@ -49,6 +59,18 @@ struct rmsnorm_args {
   int64_t ldy = 0;
   int32_t rows = 0, dim = 0;
   float eps = 1e-6f;
+  int32_t heads = 1;
+  const float* gate = nullptr;
+  int64_t ldg = 0;
+};
+
+// x = x * sigmoid(gate) elementwise, in place (the output gate of Qwen's gated attention).
+struct output_gate_args {
+  float* x = nullptr;
+  int64_t ldx = 0;
+  const float* gate = nullptr;
+  int64_t ldg = 0;
+  int32_t rows = 0, dim = 0;
 };
 
 // out[r] = table[ids[r]]
@@ -59,15 +81,19 @@ struct embed_args {
   int32_t rows = 0, dim = 0, table_rows = 0;
 };
 
-// Rotates `heads` heads of head_dim starting at x in place (pairs i, i + head_dim/2), with the
-// cos/sin table [max_positions × head_dim/2 × 2] built once on the host.
+// Rotates `heads` heads of head_dim starting at x in place: NeoX pairs (i, i + rot/2) for
+// i < rot/2 over the first rot = rotary_dim dims of each head (0: the whole head), the rest left
+// as is; with the cos/sin table [max_positions × rot/2 × 2] built once on the host.
 struct rope_args {
   float* x = nullptr;
   int64_t ldx = 0;
   const int32_t* positions = nullptr;
   const float* cos_sin = nullptr;
   int32_t rows = 0, heads = 0, head_dim = 0, max_positions = 0;
+  int32_t rotary_dim = 0;
 };
+// Half the rotated dims of a head (host and GPU code).
+ORDO_ARGS_HD inline int32_t rotary_half(const rope_args& a) { return (a.rotary_dim > 0 ? a.rotary_dim : a.head_dim) / 2; }
 
 // out[r, i] = silu(gate[i]) * up[i] of row r of gate_up (2·dim floats). group = 0: gate is the
 // first dim floats and up the next dim; group = g > 0 (dim a multiple of g): runs of g gate then g
@@ -80,11 +106,6 @@ struct swiglu_args {
 };
 
 // Offsets of gate[i] and up[i] in a row of a swiglu_args layout (host and GPU code).
-#if defined(__CUDACC__) || defined(__HIP__)
-#define ORDO_ARGS_HD __host__ __device__
-#else
-#define ORDO_ARGS_HD
-#endif
 ORDO_ARGS_HD inline int64_t swiglu_gate_at(int32_t i, int32_t group) {
   return group > 0 ? int64_t{2} * group * (i / group) + i % group : i;
 }
@@ -184,9 +205,12 @@ struct causal_conv_args {
   bool silu = false;
 };
 
-// Gated delta rule per head, token by token. qkv row = [q (H×dk) | k (H×dk) | v (H×dv)] after
-// conv; abg row = [a (H) | b (H) | gate (H×dv)] raw projections. a = sigmoid(a + a_bias),
-// b = sigmoid(b), q,k L2-normalised (q also scaled by 1/sqrt(dk)), out = (S q) * silu(gate).
+// Gated delta rule per value head, token by token. qkv row = [q (Hk×dk) | k (Hk×dk) | v (H×dv)]
+// after conv, value head h reading key head h / (H / Hk) (Hk = key_heads, 0: H); abg row =
+// [a (H) | b (H) | gate (H×dv)] raw projections. b = sigmoid(b), q,k L2-normalised (q also scaled
+// by 1/sqrt(dk)). The presets (neg_exp_a null): decay = sigmoid(a + a_bias), out = (S q) ·
+// silu(gate). Qwen (neg_exp_a set): decay = exp(neg_exp_a · softplus(a + a_bias)) with a_bias the
+// dt_bias, out = S q (the gated RMSNorm that follows reads the gate).
 struct gdn_args {
   device_batch batch;
   const float* qkv = nullptr;
@@ -199,6 +223,8 @@ struct gdn_args {
   uint8_t* state_base = nullptr;
   size_t slot_bytes = 0, state_offset = 0; // state: H × dv × dk fp32, S[h][i][j]
   int32_t num_slots = 0, heads = 0, dk = 0, dv = 0;
+  int32_t key_heads = 0;
+  const float* neg_exp_a = nullptr; // [H]: −exp(A_log)
 };
 
 // PLE n-gram ids: for each row, bucket = hash(last n token ids of its request) % num_buckets,

@@ -23,6 +23,7 @@ public:
 
   virtual void matmul(stream_kind s, const matmul_args& a) = 0;
   virtual void rmsnorm(stream_kind s, const rmsnorm_args& a) = 0;
+  virtual void output_gate(stream_kind s, const output_gate_args& a) = 0;
   virtual void embed(stream_kind s, const embed_args& a) = 0;
   virtual void rope(stream_kind s, const rope_args& a) = 0;
   virtual void swiglu(stream_kind s, const swiglu_args& a) = 0;

@@ -108,6 +108,12 @@ std::variant<json, api_error> parse_body(const std::string& text, const char* ex
   return body;
 }
 
+// Why text cannot be served when the model has no tokenizer here (api_limits::text_prompts).
+std::string no_tokenizer(const std::string& what) {
+  return what + " needs a tokenizer, and this node serves a Hugging Face checkpoint whose tokenizer.json "
+                "is not read yet (issue 37 part 1b)";
+}
+
 // Token ids of a prompt given as an array of integers; nullopt-like via error string.
 std::variant<std::vector<int32_t>, api_error> parse_token_ids(const json& arr,
                                                               const api_limits& limits) {
@@ -135,6 +141,9 @@ std::variant<std::vector<int32_t>, api_error> parse_prompt(const json& body,
   if (it == body.end() || it->is_null())
     return bad(std::string("prompt is required: ") + allowed);
   const json& p = *it;
+  const bool text = p.is_string() || (p.is_array() && !p.empty() && p[0].is_string());
+  if (text && !limits.text_prompts)
+    return bad(no_tokenizer("a text prompt") + ": send the prompt as token ids, e.g. \"prompt\": [1, 2, 3]");
   if (p.is_string()) {
     if (p.get_ref<const std::string&>().empty())
       return bad("prompt is empty: give at least one character or token id");
@@ -437,6 +446,8 @@ std::optional<api_error> parse_sampling(const json& body, const api_limits& limi
   }
 
   if (const json* v = field(body, "stop")) {
+    if (!limits.text_prompts && !v->is_null())
+      return bad(no_tokenizer("stop"));
     auto stop = parse_stop(*v);
     if (auto* e = std::get_if<api_error>(&stop))
       return *e;
@@ -556,6 +567,8 @@ std::variant<api_request, api_error> parse_chat_completion_request(const std::st
 
   api_request out;
   out.chat = true;
+  if (!limits.text_prompts)
+    return bad(no_tokenizer("/v1/chat/completions") + "; use /v1/completions with token ids");
   auto messages = parse_messages(body);
   if (auto* e = std::get_if<api_error>(&messages))
     return *e;

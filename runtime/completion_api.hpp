@@ -19,6 +19,9 @@ struct api_limits {
   int vocab_size = 258;        // token ids in a prompt must be in [0, vocab_size)
   int max_tokens_limit = 0;    // extra cap on max_tokens; <= 0 means only max_context caps it
   int default_max_tokens = 16; // when the body has no max_tokens (OpenAI's default)
+  // false: the model has no tokenizer here (a Hugging Face checkpoint until issue 37 part 1b), so
+  // a text prompt, chat messages or a stop string are refused; token-id prompts are served.
+  bool text_prompts = true;
 };
 
 // A request the API rejects; `status` is the HTTP status (4xx for the client's fault).

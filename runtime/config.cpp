@@ -433,14 +433,11 @@ static void check_leaves(const node_config& cfg) {
 
 void validate(const node_config& cfg) {
   if (!cfg.model_path.empty()) { // checked now (config, headers, tensor table), so a bad one stops the node before it serves
-    std::string family;
     try {
-      family = check_hf_checkpoint(cfg.model_path).family->name;
+      check_hf_checkpoint(cfg.model_path);
     } catch (const model_load_error& e) {
       fail("model.path = " + in_quotes(cfg.model_path) + ": " + e.what());
     }
-    fail("model.path = " + in_quotes(cfg.model_path) + ": a " + family +
-         " checkpoint; its forward is not wired into the node yet (issue 37), so it cannot be served");
   }
   auto bad = [](const std::string& key, int64_t v, const std::string& rule) {
     fail(key + " = " + std::to_string(v) + ": must be " + rule);
@@ -534,9 +531,13 @@ void validate(const node_config& cfg) {
 
 std::string describe(const node_config& cfg) {
   std::ostringstream os;
-  os << "model.preset=" << name_of(preset_names, cfg.preset)
-     << " model.size=" << name_of(size_names, cfg.size) << " model.seed=" << cfg.model_seed
-     << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " model.weight_dtype=" << name_of(weight_dtype_names, cfg.weights)
+  if (cfg.model_path.empty())
+    os << "model.preset=" << name_of(preset_names, cfg.preset) << " model.size=" << name_of(size_names, cfg.size)
+       << " model.seed=" << cfg.model_seed;
+  else
+    os << "model.path=" << cfg.model_path
+       << (cfg.served_model_name.empty() ? std::string() : " model.served_model_name=" + cfg.served_model_name);
+  os << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " model.weight_dtype=" << name_of(weight_dtype_names, cfg.weights)
      << " device.kind=" << to_string(cfg.device_kind)
      << " device.chaos_seed=" << cfg.chaos_seed << " device.matmul=" << name_of(matmul_names, cfg.matmul) << " cache.block_size=" << cfg.block_size
      << " cache.chunk_size=" << cfg.chunk_size << " cache.num_blocks=" << cfg.num_blocks
@@ -650,3 +651,15 @@ model_options to_model_options(const node_config& cfg) {
 }
 
 } // namespace ordo
+model_options load_model_options(const node_config& cfg) {
+  model_options o = to_model_options(cfg);
+  if (!cfg.model_path.empty()) {
+    try {
+      o.checkpoint = std::make_shared<const hf_checkpoint>(load_hf_checkpoint(cfg.model_path));
+    } catch (const model_load_error& e) {
+      fail("model.path = " + in_quotes(cfg.model_path) + ": " + e.what());
+    }
+  }
+  return o;
+}
+

@@ -40,7 +40,7 @@ struct node_config {
   weight_dtype weights = weight_dtype::fp32; // bf16: matmul weights as bf16 on the matrix units (hip only)
   // model.path: a Hugging Face checkpoint directory (runtime/models/), refused beside model.preset.
   std::string model_path;
-  std::string served_model_name; // what /v1/models shows (not yet rendered there)
+  std::string served_model_name; // what /v1/models shows; default: model.path's directory name, or ordo-PRESET-SIZE
   // [device]
   ordo::device_kind device_kind = ordo::device_kind::cpu;
   uint64_t chaos_seed = 0;         // 0 = off
@@ -145,6 +145,9 @@ model_options to_model_options(const node_config& cfg);
 // "HOST:PORT" (an IPv6 host in brackets: "[::1]:7000") → host and port 1..65535; nullopt when
 // it is not one.
 struct host_port {
+// to_model_options, and with model.path the checkpoint loaded whole (every tensor converted, its
+// digest taken); throws config_error naming model.path and the fault.
+model_options load_model_options(const node_config& cfg);
   std::string host;
   uint16_t port = 0;
 };

@@ -1,5 +1,7 @@
 #include "runtime/layouts.hpp"
 
+#include <cstdio>
+
 #include "kernels/kernel_args.hpp"
 #include "runtime/prefix_hash.hpp"
 
@@ -19,8 +21,21 @@ std::string canonical_namespace(const namespace_inputs& in, const model_dims& d,
   std::string layers;
   for (auto k : d.layers)
     layers += k == layer_kind::gdn ? 'G' : k == layer_kind::sparse_attention ? 'S' : 'A';
-  return "ordo-ns-v" + std::to_string(layout_version) + "|preset=" + to_string(in.preset) +
-         "|size=" + to_string(in.size) + "|seed=" + std::to_string(in.seed) + "|kv=" + to_string(in.kv) +
+  // A checkpoint's digest (its tensors' names, shapes, dtypes and bytes, and its config's dims)
+  // stands where a preset's name, size and seed do; the family's extra dims follow the preset's.
+  char digest[17];
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(d.checkpoint_digest));
+  const std::string weights =
+      d.family == model_family::seeded
+          ? "|preset=" + std::string(to_string(in.preset)) + "|size=" + to_string(in.size) +
+                "|seed=" + std::to_string(in.seed)
+          : "|family=" + std::string(to_string(d.family)) + "|checkpoint=" + digest;
+  const std::string family_dims =
+      d.family == model_family::seeded
+          ? std::string()
+          : "|gdn_key_heads=" + std::to_string(d.gdn_k_heads()) + "|rotary=" + std::to_string(d.rotary_dim) +
+                "|vocab=" + std::to_string(d.vocab);
+  return "ordo-ns-v" + std::to_string(layout_version) + weights + "|kv=" + to_string(in.kv) +
          "|block=" + std::to_string(in.block_size) + "|chunk=" + std::to_string(in.chunk_size) +
          "|tp=" + std::to_string(in.tensor_parallel) + "|image_input=" + (in.image_input ? "1" : "0") +
          "|draft_rows=" + std::to_string(in.draft_rows) + "|layers=" + layers +
@@ -33,7 +48,7 @@ std::string canonical_namespace(const namespace_inputs& in, const model_dims& d,
                                                                       std::to_string(d.ple_buckets) + "/" +
                                                                       std::to_string(d.ple_n)
                                                                 : std::string("0")) +
-         "|state=" + layout_id + (in.matmul_numerics.empty() ? "" : "|matmul=" + in.matmul_numerics);
+         family_dims + "|state=" + layout_id + (in.matmul_numerics.empty() ? "" : "|matmul=" + in.matmul_numerics);
 }
 
 uint64_t namespace_digest(const namespace_inputs& in, const model_dims& dims, const std::string& layout_id) {

@@ -23,7 +23,9 @@ inline constexpr int layout_version = 1;
 // "none" for a model without recurrent state.
 std::string state_layout_id(const state_layout& layout);
 
-// The canonical description of every byte-changing choice, and its digest.
+// The canonical description of every byte-changing choice, and its digest. For a checkpoint
+// (dims.family != seeded) the digest of its tensors and config (dims.checkpoint_digest) stands in
+// place of preset, size and seed, so two checkpoints never share a page or an object.
 struct namespace_inputs {
   model_preset preset = model_preset::dense;
   model_size size = model_size::tiny;

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cpu/hash.hpp"
 #include "kernels/kernel_table.hpp"
 #include "runtime/model_presets.hpp"
+#include "runtime/models/hf_model.hpp"
 
 namespace ordo {
 
@@ -93,7 +95,8 @@ struct layer_state {
   float *ln1 = nullptr, *ln2 = nullptr;
   matrix wqkv, wo, wgu, wdown, gdn_in, gdn_abg, ple_up;
   float *gdn_conv = nullptr, *gdn_a_bias = nullptr, *ple_table = nullptr, *ple_conv = nullptr;
-  int32_t qkv_width = 0; // output width of wqkv (sparse layers add index q and k)
+  float *gdn_neg_exp_a = nullptr, *gdn_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr; // qwen3_5
+  int32_t qkv_width = 0; // output width of wqkv (sparse layers add index q and k, qwen3_5 the output gate)
   // KV arena regions (attention layers)
   void *k = nullptr, *v = nullptr;
   float *k_scale = nullptr, *v_scale = nullptr, *index_raw = nullptr, *index_compressed = nullptr;
@@ -145,12 +148,17 @@ struct model::impl {
   }
   float* alloc_floats(size_t n) { return static_cast<float*>(alloc(n * sizeof(float))); }
 
+  struct weight_spec;
   void validate() const;
+  void upload_weights(std::vector<weight_spec>& specs);
   void build_weights();
+  void build_checkpoint_weights();
   void build_rope();
   void build_kv_arena();
   void build_state();
   void build_workspace();
+  // The mixer of a qwen3_5 layer: h += GDN or gated attention of xn.
+  void enqueue_qwen_mixer(stream_kind s, const device_batch& b, const layer_state& L);
 };
 
 void model::impl::validate() const {
@@ -166,84 +174,55 @@ void model::impl::validate() const {
         std::to_string(options.block_size));
 }
 
-// Every tensor in one fp32 allocation, except the matmul weights (init_kind::linear, `matrix`
-// targets) when model.weight_dtype = bf16: those go, rounded to nearest even, into one bf16
-// allocation. The values are generated in fp32 either way, so a bf16 model is the fp32 model's
-// weights rounded.
-void model::impl::build_weights() {
-  struct spec {
-    float** dst; // or
-    matrix* mdst;
-    uint64_t id;
-    size_t count;
-    init_kind how;
-    int32_t fan_in;
-    spec(float** d, uint64_t i, size_t c, init_kind h, int32_t f) : dst(d), mdst(nullptr), id(i), count(c), how(h), fan_in(f) {}
-    spec(matrix* d, uint64_t i, size_t c, init_kind h, int32_t f) : dst(nullptr), mdst(d), id(i), count(c), how(h), fan_in(f) {}
-    int32_t gate_up_group = 0; // > 0: gate/up rows stored in runs of this many (swiglu_args::group)
-    // The element generated for storage element e: the same as e, except in an interleaved
-    // gate/up weight, where storage row k of a run of 2·g holds gate row run·g + k (k < g) or up
-    // row dim + run·g + k − g. Every output keeps its weights, so the results do not change.
-    size_t source(size_t e, size_t cols, int32_t dim) const {
-      if (gate_up_group == 0) return e;
-      const size_t g = size_t(gate_up_group), row = e / cols, run = row / (2 * g), k = row % (2 * g);
-      return ((k < g ? 0 : size_t(dim) - g) + run * g + k) * cols + e % cols;
-    }
-  };
-  std::vector<spec> specs;
-  const model_dims& d = dims;
-  const size_t dm = d.d_model;
-  specs.push_back({&embed, tensor_id(-1, t_embed), size_t(d.vocab) * dm, init_kind::embed, 1});
-  specs.push_back({&final_norm, tensor_id(-1, t_final_norm), dm, init_kind::norm, 1});
-  specs.push_back({&lm_head, tensor_id(-1, t_lm_head), size_t(d.vocab) * dm, init_kind::linear, d.d_model});
-  layers.resize(d.layers.size());
-  for (size_t li = 0; li < d.layers.size(); ++li) {
-    layer_state& L = layers[li];
-    const int32_t l = static_cast<int32_t>(li);
-    L.kind = d.layers[li];
-    specs.push_back({&L.ln1, tensor_id(l, t_ln1), dm, init_kind::norm, 1});
-    specs.push_back({&L.ln2, tensor_id(l, t_ln2), dm, init_kind::norm, 1});
-    specs.push_back({&L.wgu, tensor_id(l, t_wgu), 2 * size_t(d.mlp_dim) * dm, init_kind::linear, d.d_model});
-    specs.back().gate_up_group = mlp_group;
-    specs.push_back({&L.wdown, tensor_id(l, t_wdown), dm * d.mlp_dim, init_kind::linear, d.mlp_dim});
-    if (L.kind == layer_kind::gdn) {
-      specs.push_back({&L.gdn_in, tensor_id(l, t_gdn_in), size_t(d.gdn_conv_channels()) * dm, init_kind::linear, d.d_model});
-      specs.push_back({&L.gdn_abg, tensor_id(l, t_gdn_abg), size_t(d.gdn_abg_dim()) * dm, init_kind::linear, d.d_model});
-      specs.push_back({&L.gdn_conv, tensor_id(l, t_gdn_conv), size_t(d.gdn_conv_channels()) * d.conv_width,
-                       init_kind::conv, d.conv_width});
-      specs.push_back({&L.gdn_a_bias, tensor_id(l, t_gdn_a_bias), size_t(d.gdn_heads), init_kind::a_bias, 1});
-      specs.push_back({&L.wo, tensor_id(l, t_gdn_out), dm * d.gdn_out_dim(), init_kind::linear, d.gdn_out_dim()});
-    } else {
-      L.qkv_width = d.q_dim() + 2 * d.kv_dim() + (L.kind == layer_kind::sparse_attention ? 2 * d.index_dim : 0);
-      specs.push_back({&L.wqkv, tensor_id(l, t_wqkv), size_t(L.qkv_width) * dm, init_kind::linear, d.d_model});
-      specs.push_back({&L.wo, tensor_id(l, t_wo), dm * d.q_dim(), init_kind::linear, d.q_dim()});
-    }
-    if (d.ple) {
-      specs.push_back({&L.ple_table, tensor_id(l, t_ple_table), size_t(d.ple_buckets) * d.ple_dim, init_kind::embed, 1});
-      specs.push_back({&L.ple_conv, tensor_id(l, t_ple_conv), size_t(d.ple_dim) * d.conv_width, init_kind::conv, d.conv_width});
-      specs.push_back({&L.ple_up, tensor_id(l, t_ple_up), dm * d.ple_dim, init_kind::linear, 4 * d.ple_dim});
-    }
+// One tensor to upload: where its pointer goes, its element count, and how to write its values in
+// logical order (gate rows then up rows for a gate/up weight).
+struct model::impl::weight_spec {
+  float** dst; // or
+  matrix* mdst;
+  size_t count;
+  std::function<void(float*)> fill;
+  int32_t gate_up_group = 0; // > 0: gate/up rows stored in runs of this many (swiglu_args::group)
+  weight_spec(float** d, size_t c, std::function<void(float*)> f) : dst(d), mdst(nullptr), count(c), fill(std::move(f)) {}
+  weight_spec(matrix* d, size_t c, std::function<void(float*)> f) : dst(nullptr), mdst(d), count(c), fill(std::move(f)) {}
+  // The logical element for storage element e: the same as e, except in an interleaved gate/up
+  // weight, where storage row k of a run of 2·g holds gate row run·g + k (k < g) or up row
+  // dim + run·g + k − g. Every output keeps its weights, so the results do not change.
+  size_t source(size_t e, size_t cols, int32_t dim) const {
+    if (gate_up_group == 0) return e;
+    const size_t g = size_t(gate_up_group), row = e / cols, run = row / (2 * g), k = row % (2 * g);
+    return ((k < g ? 0 : size_t(dim) - g) + run * g + k) * cols + e % cols;
   }
+};
+
+// Every tensor in one fp32 allocation, except the matmul weights (`matrix` targets) when
+// model.weight_dtype = bf16: those go, rounded to nearest even, into one bf16 allocation. The
+// values are made in fp32 either way, so a bf16 model is the fp32 model's weights rounded (exact
+// for a checkpoint stored in bf16).
+void model::impl::upload_weights(std::vector<weight_spec>& specs) {
+  const size_t dm = dims.d_model;
   const bool bf16 = options.weights == weight_dtype::bf16;
-  const auto in_bf16 = [&](const spec& s) { return bf16 && s.mdst != nullptr; };
+  const auto in_bf16 = [&](const weight_spec& s) { return bf16 && s.mdst != nullptr; };
   size_t total = 0, total16 = 0;
   std::vector<size_t> offsets;
-  for (const spec& s : specs) {
+  for (const weight_spec& s : specs) {
     size_t& t = in_bf16(s) ? total16 : total;
     offsets.push_back(t);
     t += align_up(s.count, in_bf16(s) ? 128 : 64); // 256-byte aligned tensors
   }
   std::vector<float> host(total, 0.0f);
   std::vector<uint16_t> host16(total16, 0);
-  for (size_t i = 0; i < specs.size(); ++i)
+  std::vector<float> logical;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    logical.assign(specs[i].count, 0.0f);
+    specs[i].fill(logical.data());
     for (size_t e = 0; e < specs[i].count; ++e) {
-      const float v =
-          weight_value(options.seed, specs[i].id, specs[i].source(e, dm, d.mlp_dim), specs[i].how, specs[i].fan_in);
+      const float v = logical[specs[i].source(e, dm, dims.mlp_dim)];
       if (in_bf16(specs[i]))
         host16[offsets[i] + e] = bf16_bits(v);
       else
         host[offsets[i] + e] = v;
     }
+  }
   float* dev_weights = alloc_floats(total);
   uint16_t* dev_weights16 = static_cast<uint16_t*>(alloc(total16 * sizeof(uint16_t)));
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -259,13 +238,116 @@ void model::impl::build_weights() {
   dev.synchronize();
 }
 
+// The presets' weights: value = f(uniform_pm1(hash(seed, tensor id, index))).
+void model::impl::build_weights() {
+  std::vector<weight_spec> specs;
+  const model_dims& d = dims;
+  const size_t dm = d.d_model;
+  const uint64_t seed = options.seed;
+  const auto seeded = [&](auto* dst, uint64_t id, size_t count, init_kind how, int32_t fan_in) {
+    specs.emplace_back(dst, count, [seed, id, count, how, fan_in](float* out) {
+      for (size_t e = 0; e < count; ++e) out[e] = weight_value(seed, id, e, how, fan_in);
+    });
+  };
+  seeded(&embed, tensor_id(-1, t_embed), size_t(d.vocab) * dm, init_kind::embed, 1);
+  seeded(&final_norm, tensor_id(-1, t_final_norm), dm, init_kind::norm, 1);
+  seeded(&lm_head, tensor_id(-1, t_lm_head), size_t(d.vocab) * dm, init_kind::linear, d.d_model);
+  layers.resize(d.layers.size());
+  for (size_t li = 0; li < d.layers.size(); ++li) {
+    layer_state& L = layers[li];
+    const int32_t l = static_cast<int32_t>(li);
+    L.kind = d.layers[li];
+    seeded(&L.ln1, tensor_id(l, t_ln1), dm, init_kind::norm, 1);
+    seeded(&L.ln2, tensor_id(l, t_ln2), dm, init_kind::norm, 1);
+    seeded(&L.wgu, tensor_id(l, t_wgu), 2 * size_t(d.mlp_dim) * dm, init_kind::linear, d.d_model);
+    specs.back().gate_up_group = mlp_group;
+    seeded(&L.wdown, tensor_id(l, t_wdown), dm * d.mlp_dim, init_kind::linear, d.mlp_dim);
+    if (L.kind == layer_kind::gdn) {
+      seeded(&L.gdn_in, tensor_id(l, t_gdn_in), size_t(d.gdn_conv_channels()) * dm, init_kind::linear, d.d_model);
+      seeded(&L.gdn_abg, tensor_id(l, t_gdn_abg), size_t(d.gdn_abg_dim()) * dm, init_kind::linear, d.d_model);
+      seeded(&L.gdn_conv, tensor_id(l, t_gdn_conv), size_t(d.gdn_conv_channels()) * d.conv_width, init_kind::conv,
+             d.conv_width);
+      seeded(&L.gdn_a_bias, tensor_id(l, t_gdn_a_bias), size_t(d.gdn_heads), init_kind::a_bias, 1);
+      seeded(&L.wo, tensor_id(l, t_gdn_out), dm * d.gdn_out_dim(), init_kind::linear, d.gdn_out_dim());
+    } else {
+      L.qkv_width = d.q_dim() + 2 * d.kv_dim() + (L.kind == layer_kind::sparse_attention ? 2 * d.index_dim : 0);
+      seeded(&L.wqkv, tensor_id(l, t_wqkv), size_t(L.qkv_width) * dm, init_kind::linear, d.d_model);
+      seeded(&L.wo, tensor_id(l, t_wo), dm * d.q_dim(), init_kind::linear, d.q_dim());
+    }
+    if (d.ple) {
+      seeded(&L.ple_table, tensor_id(l, t_ple_table), size_t(d.ple_buckets) * d.ple_dim, init_kind::embed, 1);
+      seeded(&L.ple_conv, tensor_id(l, t_ple_conv), size_t(d.ple_dim) * d.conv_width, init_kind::conv, d.conv_width);
+      seeded(&L.ple_up, tensor_id(l, t_ple_up), dm * d.ple_dim, init_kind::linear, 4 * d.ple_dim);
+    }
+  }
+  upload_weights(specs);
+}
+
+// A checkpoint's weights: its slots (runtime/models/qwen3_5.hpp), stacked where one matmul serves
+// several: attention [q | k | v | gate] rows (k after q, so one rope rotates both), GDN
+// [a | b | z] rows (gdn_args' abg row), MLP gate then up (interleaved by upload_weights).
+void model::impl::build_checkpoint_weights() {
+  const hf_checkpoint& ck = *options.checkpoint;
+  std::vector<weight_spec> specs;
+  const model_dims& d = dims;
+  const auto slot = [&](const std::string& name) -> const std::vector<float>& {
+    const auto it = ck.slots.find(name);
+    if (it == ck.slots.end()) throw std::invalid_argument("model: the checkpoint has no slot " + name);
+    return it->second.data;
+  };
+  // The slots' values one after another; the sizes must add up to `count`.
+  const auto stacked = [&](auto* dst, size_t count, std::vector<std::string> names) {
+    size_t sum = 0;
+    for (const auto& n : names) sum += slot(n).size();
+    if (sum != count)
+      throw std::invalid_argument("model: checkpoint slots " + names.front() + "... hold " + std::to_string(sum) +
+                                  " values, the " + to_string(d.family) + " forward needs " + std::to_string(count));
+    std::vector<const std::vector<float>*> parts;
+    for (const auto& n : names) parts.push_back(&slot(n));
+    specs.emplace_back(dst, count, [parts](float* out) {
+      for (const auto* p : parts) out = std::copy(p->begin(), p->end(), out);
+    });
+  };
+  const size_t dm = d.d_model;
+  stacked(&embed, size_t(d.vocab) * dm, {"embed"});
+  stacked(&final_norm, dm, {"final_norm"});
+  stacked(&lm_head, size_t(d.vocab) * dm, {"lm_head"});
+  layers.resize(d.layers.size());
+  for (size_t li = 0; li < d.layers.size(); ++li) {
+    layer_state& L = layers[li];
+    L.kind = d.layers[li];
+    const std::string p = "layers." + std::to_string(li) + ".";
+    stacked(&L.ln1, dm, {p + "ln1"});
+    stacked(&L.ln2, dm, {p + "ln2"});
+    stacked(&L.wgu, 2 * size_t(d.mlp_dim) * dm, {p + "mlp.w_gate", p + "mlp.w_up"});
+    specs.back().gate_up_group = mlp_group;
+    stacked(&L.wdown, dm * d.mlp_dim, {p + "mlp.w_down"});
+    if (L.kind == layer_kind::gdn) {
+      stacked(&L.gdn_in, size_t(d.gdn_conv_channels()) * dm, {p + "gdn.w_qkv"});
+      stacked(&L.gdn_abg, size_t(d.gdn_abg_dim()) * dm, {p + "gdn.w_a", p + "gdn.w_b", p + "gdn.w_z"});
+      stacked(&L.gdn_conv, size_t(d.gdn_conv_channels()) * d.conv_width, {p + "gdn.conv"});
+      stacked(&L.gdn_a_bias, size_t(d.gdn_heads), {p + "gdn.dt_bias"});
+      stacked(&L.gdn_neg_exp_a, size_t(d.gdn_heads), {p + "gdn.neg_exp_a"});
+      stacked(&L.gdn_norm, size_t(d.gdn_dv), {p + "gdn.norm"});
+      stacked(&L.wo, dm * d.gdn_out_dim(), {p + "gdn.w_out"});
+    } else {
+      L.qkv_width = 2 * d.q_dim() + 2 * d.kv_dim();
+      stacked(&L.wqkv, size_t(L.qkv_width) * dm, {p + "attn.w_q", p + "attn.w_k", p + "attn.w_v", p + "attn.w_gate"});
+      stacked(&L.wo, dm * d.q_dim(), {p + "attn.w_o"});
+      stacked(&L.q_norm, size_t(d.head_dim), {p + "attn.q_norm"});
+      stacked(&L.k_norm, size_t(d.head_dim), {p + "attn.k_norm"});
+    }
+  }
+  upload_weights(specs);
+}
+
 void model::impl::build_rope() {
   // cos/sin computed once on the host in double and uploaded, so every device rotates identically.
-  const int32_t half = dims.head_dim / 2;
+  const int32_t rot = dims.rotary_dim > 0 ? dims.rotary_dim : dims.head_dim, half = rot / 2;
   std::vector<float> table(size_t(dims.max_context) * half * 2);
   for (int32_t p = 0; p < dims.max_context; ++p)
     for (int32_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(double(dims.rope_base), -2.0 * i / dims.head_dim);
+      const double inv_freq = std::pow(double(dims.rope_base), -2.0 * i / rot);
       const double angle = p * inv_freq;
       table[(size_t(p) * half + i) * 2] = static_cast<float>(std::cos(angle));
       table[(size_t(p) * half + i) * 2 + 1] = static_cast<float>(std::sin(angle));
@@ -379,13 +461,67 @@ void model::impl::build_workspace() {
   outputs.sampled_tokens = static_cast<int32_t*>(alloc(T * sizeof(int32_t)));
 }
 
+void model::impl::enqueue_qwen_mixer(stream_kind s, const device_batch& b, const layer_state& L) {
+  const model_dims& d = dims;
+  kernel_table& kt = *kernels;
+  const int32_t T = b.num_tokens, dm = d.d_model;
+  uint8_t* state_base = static_cast<uint8_t*>(state.base);
+  if (L.kind == layer_kind::gdn) {
+    // q|k|v = silu(conv(W_qkv x)); [a | b | z] = W_abz x; o = GDN; y = RMSNorm_dv(o)·w·silu(z); h += W_out y
+    const int32_t C = d.gdn_conv_channels(), G = d.gdn_abg_dim(), H = d.gdn_heads;
+    kt.matmul(s, mm(xn, dm, L.gdn_in, proj, ld_proj, T, dm, C, false));
+    kt.matmul(s, mm(xn, dm, L.gdn_abg, abg, G, T, dm, G, false));
+    kt.causal_conv(s, {b, proj, ld_proj, conv_out, C, L.gdn_conv, state_base, state.slot_bytes, L.gdn_conv_offset,
+                       state.num_slots, C, d.conv_width, true});
+    gdn_args g{b, conv_out, C, abg, G, L.gdn_a_bias, mix, ld_mix, state_base, state.slot_bytes, L.gdn_ssm_offset,
+               state.num_slots, H, d.gdn_dk, d.gdn_dv};
+    g.key_heads = d.gdn_k_heads();
+    g.neg_exp_a = L.gdn_neg_exp_a;
+    kt.gdn(s, g);
+    rmsnorm_args n{mix, ld_mix, L.gdn_norm, mix, ld_mix, T, d.gdn_dv, d.norm_eps};
+    n.heads = H;
+    n.gate = abg + 2 * H;
+    n.ldg = G;
+    kt.rmsnorm(s, n);
+    kt.matmul(s, mm(mix, ld_mix, L.wo, h, dm, T, d.gdn_out_dim(), dm, true));
+    return;
+  }
+  // [q | k | v | gate] = W x; q, k RMS-normed per head; partial RoPE on q and k; K, V stored;
+  // attention; h += W_o (attn · sigmoid(gate))
+  const int32_t qd = d.q_dim(), kvd = d.kv_dim();
+  float* q = proj;
+  float* k = proj + qd;
+  float* v = proj + qd + kvd;
+  const float* gate = proj + qd + 2 * kvd;
+  kt.matmul(s, mm(xn, dm, L.wqkv, proj, ld_proj, T, dm, L.qkv_width, false));
+  rmsnorm_args qn{q, ld_proj, L.q_norm, q, ld_proj, T, d.head_dim, d.norm_eps};
+  qn.heads = d.num_q_heads;
+  kt.rmsnorm(s, qn);
+  rmsnorm_args kn{k, ld_proj, L.k_norm, k, ld_proj, T, d.head_dim, d.norm_eps};
+  kn.heads = d.num_kv_heads;
+  kt.rmsnorm(s, kn);
+  kt.rope_kv_store(s, {{q, ld_proj, b.positions, rope_table, T, d.num_q_heads + d.num_kv_heads, d.head_dim,
+                        d.max_context, d.rotary_dim},
+                       {k, ld_proj, b.slot_mapping, L.k, L.k_scale, kv_elem, T, d.num_kv_heads, d.head_dim},
+                       {v, ld_proj, b.slot_mapping, L.v, L.v_scale, kv_elem, T, d.num_kv_heads, d.head_dim}});
+  kt.paged_attention(s, {b, q, ld_proj, L.k, L.v, L.k_scale, L.v_scale, kv_elem, mix, ld_mix, d.num_q_heads,
+                         d.num_kv_heads, d.head_dim, options.block_size, attn_partials, attn_partials_floats,
+                         attn_partial_counts});
+  kt.output_gate(s, {mix, ld_mix, gate, ld_proj, T, qd});
+  kt.matmul(s, mm(mix, ld_mix, L.wo, h, dm, T, qd, dm, true));
+}
+
 model::model(const model_options& options, device& dev) : impl_(std::make_unique<impl>(options, dev)) {
   impl& I = *impl_;
   if (options.kv == kv_dtype::fp8) I.kv_elem = elem_dtype::fp8_e4m3;
   else if (options.kv == kv_dtype::bf16) I.kv_elem = elem_dtype::bf16;
-  I.dims = dims_of(options.preset, options.size);
+  I.dims = dims_of(options);
   I.mlp_group = I.dims.mlp_dim % 8 == 0 ? 8 : 0;
   I.geometry.vocab_size = I.dims.vocab;
+  if (options.checkpoint) { // no BOS; the config's stop ids (runtime/models/hf_model.hpp)
+    I.geometry.bos_id = options.checkpoint->dims.bos_token_id;
+    I.geometry.eos_ids = options.checkpoint->dims.eos_token_ids;
+  }
   I.geometry.layers = I.dims.layers;
   I.geometry.max_context =
       static_cast<int32_t>(std::min<int64_t>(I.dims.max_context, int64_t(options.num_blocks) * options.block_size));
@@ -394,7 +530,10 @@ model::model(const model_options& options, device& dev) : impl_(std::make_unique
   I.validate();
   I.kernels = make_kernel_table(dev, {options.matmul, options.weights});
   I.ple_hash_seed = cpu::hash3(options.seed, 0x706c65ULL, 0);
-  I.build_weights();
+  if (options.checkpoint)
+    I.build_checkpoint_weights();
+  else
+    I.build_weights();
   I.build_rope();
   I.build_kv_arena();
   I.build_state();
@@ -440,7 +579,9 @@ void model::enqueue_forward(stream_kind s, const device_batch& b) {
       kt.matmul(s, mm(I.ple_c, d.ple_dim, L.ple_up, I.h, dm, T, d.ple_dim, dm, true));
     }
     kt.rmsnorm(s, {I.h, dm, L.ln1, I.xn, dm, T, dm, d.norm_eps});
-    if (L.kind == layer_kind::gdn) {
+    if (d.family == model_family::qwen3_5) {
+      I.enqueue_qwen_mixer(s, b, L);
+    } else if (L.kind == layer_kind::gdn) {
       const int32_t C = d.gdn_conv_channels(), G = d.gdn_abg_dim();
       kt.matmul(s, mm(I.xn, dm, L.gdn_in, I.proj, I.ld_proj, T, dm, C, false));
       kt.matmul(s, mm(I.xn, dm, L.gdn_abg, I.abg, G, T, dm, G, false));
@@ -458,7 +599,8 @@ void model::enqueue_forward(stream_kind s, const device_batch& b) {
       // K follows Q in each row, so one rope over the q and k heads rotates both; then K and V go
       // to their slots (one launch on a GPU).
       kt.rope_kv_store(
-          s, {{q, I.ld_proj, b.positions, I.rope_table, T, d.num_q_heads + d.num_kv_heads, d.head_dim, d.max_context},
+          s, {{q, I.ld_proj, b.positions, I.rope_table, T, d.num_q_heads + d.num_kv_heads, d.head_dim, d.max_context,
+               d.rotary_dim},
               {k, I.ld_proj, b.slot_mapping, L.k, L.k_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim},
               {v, I.ld_proj, b.slot_mapping, L.v, L.v_scale, I.kv_elem, T, d.num_kv_heads, d.head_dim}});
       paged_attention_args at{b, q, I.ld_proj, L.k, L.v, L.k_scale, L.v_scale, I.kv_elem, I.mix, I.ld_mix,

@@ -25,8 +25,13 @@ const char* to_string(model_preset p);
 const char* to_string(model_size s);
 const char* to_string(kv_dtype d);
 
+struct hf_checkpoint;
+
 struct model_options {
   model_preset preset = model_preset::qsa_gdn_ple;
+  // A loaded Hugging Face checkpoint (model.path, runtime/models/): its weights and dims instead of
+  // the preset's seeded ones (preset, size and seed are then unused).
+  std::shared_ptr<const hf_checkpoint> checkpoint;
   model_size size = model_size::tiny;
   uint64_t seed = 0;
   kv_dtype kv = kv_dtype::fp32;
@@ -43,8 +48,8 @@ enum class layer_kind : uint8_t { attention, sparse_attention, gdn };
 // Shape facts the scheduler and the runner need.
 struct model_geometry {
   int32_t vocab_size = 258;  // 256 bytes + BOS + EOS
-  int32_t bos_id = 256;
-  int32_t eos_id = 257;
+  int32_t bos_id = 256;      // -1: none (a checkpoint's prompts are taken as given)
+  std::vector<int32_t> eos_ids{257}; // a sampled one ends the request
   int32_t max_context = 0;   // longest sequence a request may reach
   std::vector<layer_kind> layers;
   bool has_recurrent_state = false; // any GDN layer or PLE
@@ -55,7 +60,7 @@ struct model_dims;
 
 class model {
 public:
-  // Builds the weights from options.seed, uploads them, allocates the KV arena, state slots,
+  // Builds the weights from options.seed (or takes options.checkpoint's), uploads them, allocates the KV arena, state slots,
   // workspace and output buffers on `dev`. Blocks until the upload completes.
   model(const model_options& options, device& dev);
   ~model();
@@ -74,7 +79,7 @@ public:
 
   device_outputs outputs() const;
 
-  // Sizes of the preset (runtime/model_presets.hpp).
+  // Sizes of the preset or the checkpoint (runtime/model_presets.hpp).
   const model_dims& dims() const;
   // The KV arena: every page field of every attention layer, layer-major, in declaration order.
   const std::vector<kv_field>& kv_fields() const;

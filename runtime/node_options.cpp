@@ -14,6 +14,14 @@ size_t body_limit(const node_config& cfg, int32_t max_context) {
   return (64u << 10) + 8u * static_cast<size_t>(max_context);
 }
 
+// The last component of a directory path ("a/b/" -> "b").
+std::string directory_name(std::string path) {
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 } // namespace
 
 std::string connector_refusal(const node_config& cfg, const std::vector<std::string>& state_groups) {
@@ -25,8 +33,10 @@ std::string connector_refusal(const node_config& cfg, const std::vector<std::str
     if (groups.find(g) == std::string::npos)
       groups += (groups.empty() ? "" : ", ") + g;
   return std::string(leaf ? "the multi connector's leaf \"pd_kv\"" : "kv_transfer.connector = \"pd_kv\"") +
-         " moves KV pages only, and model.preset = " +
-         std::string(to_string(cfg.preset)) + " keeps recurrent state a decode node would lose (" + groups +
+         " moves KV pages only, and " +
+         (cfg.model_path.empty() ? "model.preset = " + std::string(to_string(cfg.preset))
+                                 : "the checkpoint at model.path = " + cfg.model_path) +
+         " keeps recurrent state a decode node would lose (" + groups +
          "); use \"pd\", which moves the state images with the KV";
 }
 
@@ -89,7 +99,7 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
                          " is not a multiple of cache.block_size = " + std::to_string(cfg.block_size) +
                          ": snapped down to " + std::to_string(s.checkpoint_interval));
   s.units_per_image = geo.has_recurrent_state ? facts.units_per_image : 0;
-  s.eos_id = geo.eos_id;
+  s.eos_ids = geo.eos_ids;
   s.namespace_id = o.namespace_id;
   s.offload = offload;
   s.host_tier_is_store = store;
@@ -100,7 +110,11 @@ node_options derive_node_options(const node_config& cfg, const node_model_facts&
   s.unit_bytes = facts.unit_bytes;
   s.max_waiting = cfg.max_waiting;
 
-  o.model_name = std::string("ordo-") + to_string(cfg.preset) + "-" + to_string(cfg.size);
+  o.model_name = !cfg.served_model_name.empty() ? cfg.served_model_name
+                 : !cfg.model_path.empty()        ? directory_name(cfg.model_path)
+                                                  : std::string("ordo-") + to_string(cfg.preset) + "-" + to_string(cfg.size);
+  // A checkpoint's tokenizer.json is not read yet (issue 37 part 1b): its prompts come as token ids.
+  o.limits.text_prompts = cfg.model_path.empty();
   o.limits.max_context = geo.max_context;
   o.limits.vocab_size = geo.vocab_size;
 

@@ -1088,7 +1088,7 @@ void scheduling::on_step_done(const step_done& done, double now_ms) {
     else
       r.inter_token_ms.push_back(static_cast<float>(now_ms - r.last_token_ms));
     r.last_token_ms = now_ms;
-    if (s.token_id == d.opt.eos_id) {
+    if (std::find(d.opt.eos_ids.begin(), d.opt.eos_ids.end(), s.token_id) != d.opt.eos_ids.end()) {
       d.stream_until(r, r.generated.size());
       d.finish(r, "stop", now_ms);
       continue;

@@ -50,7 +50,7 @@ struct scheduler_options {
   // ladder rung at every multiple (already snapped down to a multiple of block_size).
   int32_t checkpoint_interval = 0;
   int32_t units_per_image = 0; // page units one state image takes
-  int32_t eos_id = 257;
+  std::vector<int32_t> eos_ids{257}; // a sampled one finishes the request ("stop")
   uint64_t namespace_id = 0;
   uint64_t epoch = 1;
   // Host tier (kv_transfer.connector = "offload"): objects of whole chunks of `chunk_size`

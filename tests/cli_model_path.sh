@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # `ordo node` with model.path: a malformed checkpoint stops the node before it serves (exit 2, the file
-# and the fault on stderr, nothing on stdout); so does a good one, until its forward is wired in.
+# and the fault on stderr, nothing on stdout); a good one is served over HTTP.
 set -u
 ordo=${1:?usage: cli_model_path.sh PATH_TO_ORDO}
 source "$(dirname "$0")/check_lib.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+use_tmp_and_pids
 
 node() { # NAME DIR: runs a node on DIR's checkpoint; sets code, leaves NAME.out and NAME.err
   printf '[model]\npath = "%s"\n' "$2" >"$tmp/$1.toml"
@@ -29,8 +28,46 @@ node unknown "$tmp/unknown"
 check "unknown architecture: exit 2" test "$code" -eq 2
 check "unknown architecture: named" grep -q 'config.json: architecture "MambaForCausalLM"' "$tmp/unknown.err"
 
-node good tests/data/hf/qwen3_5_vl_sharded
-check "good checkpoint: exit 2, not a preset served instead" test "$code" -eq 2
-check "good checkpoint: says why" grep -q "a qwen3_5 checkpoint; its forward is not wired into the node yet" "$tmp/good.err"
-check "good checkpoint: nothing served" test ! -s "$tmp/good.out"
+# A good checkpoint is served: /v1/models names it (the directory by default), token-id prompts get
+# completions whose first token is transformers' argmax on the fixture, a repeat is a prefix hit with
+# the same digest, and text (which needs the tokenizer of issue 37 part 1b) is refused with a 400.
+fixture=tests/data/hf/qwen3_5_text
+read -r prompt want < <(python3 - "$fixture" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+e = json.load(open(d + "/ordo_expected.json"))
+v = e["vocab_size"]
+raw = open(d + "/" + e["logits"]["file"], "rb").read()
+for p, off in zip(e["prompts"], e["offsets"]):  # the first prompt whose greedy token is not a stop id
+    row = struct.unpack_from("<%df" % v, raw, 4 * v * (off + len(p) - 1))
+    best = max(range(v), key=lambda i: (row[i], -i))
+    if best != 383 and len(p) > 1:
+        print(json.dumps(p).replace(" ", ""), best)
+        break
+PY
+)
+printf '[model]\npath = "%s"\n' "$fixture" >"$tmp/served.toml"
+start served node --config "$tmp/served.toml" --port 0
+url=http://$(http_of "$tmp/served.out")
+curl_() { curl --noproxy '*' -s --max-time 60 "$@"; }
+check "/v1/models names the directory" grep -q '"id":"qwen3_5_text"' <<<"$(curl_ "$url/v1/models")"
+body=$(curl_ "$url/v1/completions" -d "{\"prompt\": $prompt, \"max_tokens\": 1}")
+check "a token-id prompt is completed" grep -q '"choices"' <<<"$body"
+first=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["choices"][0]["token_ids"][0])' "$body" 2>/dev/null)
+check "its token is transformers' argmax ($want)" test "$first" = "$want"
+digest() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ordo"]["logits_digest"])' "$1" 2>/dev/null; }
+long=$(curl_ "$url/v1/completions" -d "{\"prompt\": $prompt, \"max_tokens\": 8}")
+again=$(curl_ "$url/v1/completions" -d "{\"prompt\": $prompt, \"max_tokens\": 8}")
+check "8 tokens generated" test "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["choices"][0]["token_ids"]))' "$long")" -ge 1
+check "a repeat has the cold run's digest" test -n "$(digest "$long")" -a "$(digest "$long")" = "$(digest "$again")"
+status=$(curl_ -o "$tmp/text.json" -w '%{http_code}' "$url/v1/completions" -d '{"prompt": "Hello", "max_tokens": 2}')
+check "a text prompt is a 400" test "$status" = 400
+check "the 400 says why" grep -q "needs a tokenizer" "$tmp/text.json"
+stop_all served
+
+printf '[model]\npath = "%s/"\nserved_model_name = "tiny-qwen"\n' "$fixture" >"$tmp/named.toml"
+start named node --config "$tmp/named.toml" --port 0
+check "model.served_model_name is what /v1/models shows" \
+  grep -q '"id":"tiny-qwen"' <<<"$(curl_ "http://$(http_of "$tmp/named.out")/v1/models")"
+stop_all named
 finish

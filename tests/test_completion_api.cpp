@@ -627,3 +627,19 @@ TEST_CASE("GET /v1/models lists the served model") {
         json::parse(R"({"object":"list","data":[{"id":"ordo-tiny","object":"model",
                         "created":1700000000,"owned_by":"ordo"}]})"));
 }
+
+TEST_CASE("a model without a tokenizer here takes token ids and refuses text, chat and stop strings", "[api]") {
+  api_limits l = limits();
+  l.text_prompts = false; // a Hugging Face checkpoint until issue 37 part 1b
+  CHECK(ok(R"({"prompt": [3, 1, 4], "max_tokens": 2})", l).prompt == std::vector<int32_t>{3, 1, 4});
+  CHECK(ok(R"({"prompt": [[3, 1, 4]], "max_tokens": 2})", l).prompt == std::vector<int32_t>{3, 1, 4});
+  for (const char* body : {R"({"prompt": "Hello"})", R"({"prompt": ["Hello"]})"}) {
+    const std::string m = err(body, l).message;
+    CHECK(contains(m, "a text prompt needs a tokenizer"));
+    CHECK(contains(m, "send the prompt as token ids"));
+  }
+  CHECK(contains(err(R"({"prompt": [1, 2], "stop": "x"})", l).message, "stop needs a tokenizer"));
+  CHECK(contains(chat_err(R"({"messages": [{"role": "user", "content": "Hi"}]})", l).message,
+                 "use /v1/completions with token ids"));
+  CHECK(ok(R"({"prompt": "Hello"})").prompt.size() == 6); // with a tokenizer: BOS + 5 bytes
+}

@@ -7,6 +7,7 @@
 
 #include "tests/scratch_dir.hpp"
 #include "runtime/config.hpp"
+#include "runtime/models/hf_model.hpp"
 
 using namespace ordo;
 using Catch::Matchers::Contains;
@@ -34,10 +35,25 @@ TEST_CASE("model.path is refused beside model.preset", "[config][models]") {
 TEST_CASE("model.path: config.json is read before the node serves, and its faults name the file", "[config][models]") {
   CHECK_THAT(error_of("[model]\npath = \"tests/data/hf/nothing_here\"\n"),
              Contains("model.path = \"tests/data/hf/nothing_here\": tests/data/hf/nothing_here/config.json: cannot be opened"));
-  // A good checkpoint's family is recognised; the node does not run it yet, and says so rather than serving a preset.
-  CHECK_THAT(error_of("[model]\npath = \"tests/data/hf/qwen3_5_text\"\nserved_model_name = \"tiny\"\n"),
-             Contains("model.path = \"tests/data/hf/qwen3_5_text\": a qwen3_5 checkpoint; its forward is not wired into "
-                      "the node yet"));
+}
+
+TEST_CASE("model.path: a good checkpoint is accepted, loaded whole into the model options and survives a round trip",
+          "[config][models]") {
+  const node_config cfg = parse_config("[model]\npath = \"tests/data/hf/qwen3_5_text\"\nserved_model_name = \"tiny\"\n");
+  CHECK(cfg.model_path == "tests/data/hf/qwen3_5_text");
+  const model_options mo = load_model_options(cfg);
+  REQUIRE(mo.checkpoint);
+  CHECK(std::string(mo.checkpoint->family->name) == "qwen3_5");
+  CHECK(mo.checkpoint->digest != 0);
+  CHECK(mo.checkpoint->slots.count("layers.3.attn.w_gate") == 1);
+  CHECK_FALSE(to_model_options(cfg).checkpoint); // the pure conversion reads no tensor
+  // The rendered config (a trace's header) names the checkpoint, not a preset, and parses back to it.
+  const std::string text = render_config_toml(cfg);
+  CHECK_THAT(text, Contains("path = \"tests/data/hf/qwen3_5_text\"") && Contains("served_model_name = \"tiny\""));
+  CHECK_THAT(text, !Contains("preset"));
+  const node_config back = parse_config(text);
+  CHECK(back.model_path == cfg.model_path);
+  CHECK(back.served_model_name == "tiny");
 }
 
 TEST_CASE("model.path: a malformed checkpoint is refused at config time, naming the file and the fault", "[config][models]") {

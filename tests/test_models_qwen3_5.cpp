@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/hf_fixture.hpp"
 #include "tests/scratch_dir.hpp"
 #include "runtime/models/hf_model.hpp"
 #include "runtime/models/qwen3_5_reference.hpp"
@@ -29,29 +30,7 @@ namespace {
 
 constexpr double tolerance = 1e-3;
 
-struct fixture {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<size_t> offsets;
-  int64_t vocab = 0;
-  std::vector<float> logits; // [offsets.back(), vocab]
-};
-
-fixture read_fixture(const std::string& dir) {
-  std::ifstream in(dir + "/ordo_expected.json");
-  REQUIRE(in.good());
-  const json j = json::parse(in);
-  fixture f;
-  f.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
-  f.offsets = j["offsets"].get<std::vector<size_t>>();
-  f.vocab = j["vocab_size"].get<int64_t>();
-  REQUIRE(j["logits"]["dtype"] == "float32-le");
-  const size_t n = f.offsets.back() * static_cast<size_t>(f.vocab);
-  f.logits.resize(n);
-  std::ifstream bin(dir + "/" + j["logits"]["file"].get<std::string>(), std::ios::binary);
-  bin.read(reinterpret_cast<char*>(f.logits.data()), static_cast<std::streamsize>(n * 4));
-  REQUIRE(bin.gcount() == static_cast<std::streamsize>(n * 4));
-  return f;
-}
+using fixture = test::hf_fixture;
 
 struct comparison {
   double max_abs_diff = 0.0;
@@ -122,7 +101,7 @@ TEST_CASE("faithful: every position of every fixture prompt within 1e-3 of trans
   for (const char* name : {"qwen3_5_text", "qwen3_5_vl_sharded", "qwen3_next_dense"}) {
     const std::string dir = std::string("tests/data/hf/") + name;
     const hf_checkpoint ck = load_hf_checkpoint(dir);
-    const fixture f = read_fixture(dir);
+    const fixture f = test::read_hf_fixture(dir);
     const comparison c = compare(ck, f);
     INFO(name << ": max |dlogit| " << c.max_abs_diff << ", argmax mismatches " << c.argmax_mismatches);
     CHECK(c.max_abs_diff <= tolerance);
@@ -133,7 +112,7 @@ TEST_CASE("faithful: every position of every fixture prompt within 1e-3 of trans
 
 TEST_CASE("mutations of the checkpoint or config move the logits by at least 10x the tolerance", "[models][faithful]") {
   const std::string fixture_dir = "tests/data/hf/qwen3_5_text";
-  const fixture f = read_fixture(fixture_dir);
+  const fixture f = test::read_hf_fixture(fixture_dir);
   const hf_dims dims = read_hf_config(fixture_dir).dims;
   const int64_t dk = dims.gdn_key_dim, nk = dims.gdn_key_heads;
   const auto moved = [&](const std::string& dir) { return compare(load_hf_checkpoint(dir), f, true).max_abs_diff; };

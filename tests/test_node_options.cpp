@@ -13,7 +13,7 @@ node_model_facts hybrid_facts() {
   node_model_facts f;
   f.geometry.max_context = 4096;
   f.geometry.vocab_size = 258;
-  f.geometry.eos_id = 257;
+  f.geometry.eos_ids = {257};
   f.geometry.has_recurrent_state = true;
   f.dims = dims_of(model_preset::qsa_gdn_ple, model_size::tiny);
   f.state_layout_id = "test-layout";
@@ -33,7 +33,7 @@ TEST_CASE("node_options: without a connector there is no host tier", "[node_opti
   CHECK_FALSE(o.scheduler.offload);
   CHECK(o.scheduler.units_per_image == 3);
   CHECK(o.scheduler.unit_bytes == 4096);
-  CHECK(o.scheduler.eos_id == 257);
+  CHECK(o.scheduler.eos_ids == std::vector<int32_t>{257});
   CHECK(o.scheduler.namespace_id == o.namespace_id);
   CHECK(o.model_name == "ordo-qsa_gdn_ple-tiny");
   CHECK(o.limits.max_context == 4096);

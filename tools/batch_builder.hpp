@@ -19,6 +19,7 @@ struct request_rows {
   int32_t state_slot = -1;
   bool reset_state = false;     // true on the request's first chunk
   bool sample = true;
+  bool sample_every_row = false; // sample each row of the step, not only the last (logits of every position)
   float temperature = 0.0f;
   uint64_t seed = 0;
 };
@@ -42,6 +43,11 @@ public:
       const request_rows& q = reqs[r];
       for (size_t i = 0; i < q.tokens.size(); ++i) {
         const int32_t p = q.first_position + static_cast<int32_t>(i);
+        if (q.sample_every_row && i + 1 < q.tokens.size()) {
+          sample_rows.push_back(static_cast<int32_t>(token_ids.size()));
+          temps.push_back(q.temperature);
+          seeds.push_back(q.seed);
+        }
         token_ids.push_back(q.tokens[i]);
         positions.push_back(p);
         token_req.push_back(static_cast<int32_t>(r));

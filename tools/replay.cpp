@@ -165,7 +165,7 @@ recorded_setup setup_from(const trace_contents& trace, const std::vector<std::st
   auto facts_cfg = s.cfg;
   facts_cfg.device_kind = device_kind::cpu; // the facts below do not depend on the device
   auto dev = make_cpu_device({});
-  model mdl(to_model_options(facts_cfg), *dev);
+  model mdl(load_model_options(facts_cfg), *dev);
   const page_units units(mdl.kv_fields(), mdl.state_slots());
   node_model_facts facts;
   facts.geometry = mdl.geometry();

@@ -6,6 +6,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gate.hpp"
 #include "kernels/cpu/gdn.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/mlp.hpp"
@@ -30,6 +31,7 @@ public:
   }
   ORDO_CPU_OP(matmul, matmul_args)
   ORDO_CPU_OP(rmsnorm, rmsnorm_args)
+  ORDO_CPU_OP(output_gate, output_gate_args)
   ORDO_CPU_OP(embed, embed_args)
   ORDO_CPU_OP(rope, rope_args)
   ORDO_CPU_OP(swiglu, swiglu_args)

@@ -1,4 +1,4 @@
-// RMSNorm over rows.
+// RMSNorm over rows (per head, optionally gated by silu).
 #pragma once
 
 #include "kernels/kernel_args.hpp"

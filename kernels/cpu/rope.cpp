@@ -5,7 +5,7 @@
 namespace ordo::cpu {
 
 void rope(const rope_args& a) {
-  const int32_t half = a.head_dim / 2;
+  const int32_t half = rotary_half(a);
   for (int32_t r = 0; r < a.rows; ++r) {
     const int32_t p = a.positions[r];
     if (p < 0 || p >= a.max_positions) kernel_fail("rope: position beyond max_context", p);

@@ -9,29 +9,46 @@
 #include "kernels/hip/device_math.hpp"
 #include "kernels/hip/launch.hpp"
 #include "kernels/hip/paging.hpp"
+#include "kernels/softplus.hpp"
 
 namespace ordo::hip {
 namespace {
 
 constexpr int max_dk = 256;
 
+// The decay of value head h: the presets' sigmoid(a + a_bias), or Qwen's
+// exp(−exp(A_log) · softplus(a + dt_bias)), as kernels/cpu/gdn.cpp writes them.
+__device__ inline float gdn_decay(const gdn_args& a, const float* abg, int32_t h) {
+  if (a.neg_exp_a == nullptr) return gpu::sigmoid(abg[h] + a.a_bias[h]);
+  const float x = abg[h] + a.a_bias[h];
+  return gpu::expf_glibc(a.neg_exp_a[h] * softplus_of(x, gpu::expf_glibc(x)));
+}
+
+// The output of row i of value head h: o, or the presets' o · silu(gate).
+__device__ inline float gdn_output(const gdn_args& a, float o, const float* abg, int32_t h, int32_t i) {
+  if (a.neg_exp_a != nullptr) return o;
+  const float gate = abg[2 * a.heads + h * a.dv + i];
+  return o * (gate / (1.0f + gpu::expf_glibc(-gate)));
+}
+
 __global__ void gdn_kernel(gdn_args a) {
   __shared__ float q[max_dk], k[max_dk];
   __shared__ float coef[4]; // qn, kn, decay, beta
   const int32_t r = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
   const int32_t H = a.heads, dk = a.dk, dv = a.dv;
+  const int32_t Hk = a.key_heads > 0 ? a.key_heads : H, kh = h / (H / Hk);
   const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
   float* state = reinterpret_cast<float*>(state_slot(a.batch, r, a.state_base, a.slot_bytes, a.num_slots) + a.state_offset);
   float* Si = state + (static_cast<int64_t>(h) * dv + i) * dk;
   for (int32_t row = a.batch.req_token_start[r]; row < a.batch.req_token_start[r + 1]; ++row) {
     const float* x = a.qkv + row * a.ld_qkv;
     const float* abg = a.abg + row * a.ld_abg;
-    const float* qr = x + h * dk;
-    const float* kr = x + H * dk + h * dk;
+    const float* qr = x + kh * dk;
+    const float* kr = x + Hk * dk + kh * dk;
     if (i == 0) {
       coef[0] = 1.0f / sqrtf(gpu::dot8(qr, qr, dk) + 1e-6f);
       coef[1] = 1.0f / sqrtf(gpu::dot8(kr, kr, dk) + 1e-6f);
-      coef[2] = gpu::sigmoid(abg[h] + a.a_bias[h]);
+      coef[2] = gdn_decay(a, abg, h);
       coef[3] = gpu::sigmoid(abg[H + h]);
     }
     __syncthreads();
@@ -42,13 +59,12 @@ __global__ void gdn_kernel(gdn_args a) {
     __syncthreads();
     if (i < dv) {
       const float decay = coef[2], beta = coef[3];
-      const float v = x[2 * H * dk + h * dv + i];
-      const float gate = abg[2 * H + h * dv + i];
+      const float v = x[2 * Hk * dk + h * dv + i];
       for (int32_t j = 0; j < dk; ++j) Si[j] *= decay;
       const float delta = beta * (v - gpu::dot8(Si, k, dk));
       for (int32_t j = 0; j < dk; ++j) Si[j] += delta * k[j];
       const float o = gpu::dot8(Si, q, dk);
-      a.out[row * a.ldo + h * dv + i] = o * (gate / (1.0f + gpu::expf_glibc(-gate)));
+      a.out[row * a.ldo + h * dv + i] = gdn_output(a, o, abg, h, i);
     }
     __syncthreads(); // q, k and coef are rewritten for the next row
   }
@@ -72,6 +88,7 @@ __global__ void gdn_rows_kernel(gdn_args a) {
   __shared__ float coef[4]; // qn, kn, decay, beta
   const int32_t r = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
   const int32_t H = a.heads, dv = a.dv;
+  const int32_t Hk = a.key_heads > 0 ? a.key_heads : H, kh = h / (H / Hk);
   const bool live = i < dv;
   const float q_scale = 1.0f / sqrtf(static_cast<float>(DK));
   float* state = reinterpret_cast<float*>(state_slot(a.batch, r, a.state_base, a.slot_bytes, a.num_slots) + a.state_offset);
@@ -82,8 +99,8 @@ __global__ void gdn_rows_kernel(gdn_args a) {
   for (int32_t row = a.batch.req_token_start[r]; row < a.batch.req_token_start[r + 1]; ++row) {
     const float* x = a.qkv + row * a.ld_qkv;
     const float* abg = a.abg + row * a.ld_abg;
-    const float* qr = x + h * DK;
-    const float* kr = x + H * DK + h * DK;
+    const float* qr = x + kh * DK;
+    const float* kr = x + Hk * DK + kh * DK;
     if (i < 32) { // warp 0: lanes 0-7 sum q·q, lanes 8-15 k·k (lanes 16-31 shadow them)
       const float* src = (i & 8) ? kr : qr;
       const int lane = i & 7;
@@ -92,7 +109,7 @@ __global__ void gdn_rows_kernel(gdn_args a) {
       for (int t = 0; t < DK; t += 8) sum += src[t + lane] * src[t + lane];
       sum = gpu::lane_tree8(sum);
       if (i == 0 || i == 8) coef[i / 8] = 1.0f / sqrtf(sum + 1e-6f);
-      if (i == 16) coef[2] = gpu::sigmoid(abg[h] + a.a_bias[h]);
+      if (i == 16) coef[2] = gdn_decay(a, abg, h);
       if (i == 17) coef[3] = gpu::sigmoid(abg[H + h]);
     }
     __syncthreads();
@@ -103,15 +120,14 @@ __global__ void gdn_rows_kernel(gdn_args a) {
     __syncthreads();
     if (live) {
       const float decay = coef[2], beta = coef[3];
-      const float v = x[2 * H * DK + h * dv + i];
-      const float gate = abg[2 * H + h * dv + i];
+      const float v = x[2 * Hk * DK + h * dv + i];
 #pragma unroll
       for (int j = 0; j < DK; ++j) S[j] *= decay;
       const float delta = beta * (v - dot_rows<DK>(S, k));
 #pragma unroll
       for (int j = 0; j < DK; ++j) S[j] += delta * k[j];
       const float o = dot_rows<DK>(S, q);
-      a.out[row * a.ldo + h * dv + i] = o * (gate / (1.0f + gpu::expf_glibc(-gate)));
+      a.out[row * a.ldo + h * dv + i] = gdn_output(a, o, abg, h, i);
     }
     __syncthreads(); // q, k and coef are rewritten for the next row
   }
@@ -127,6 +143,9 @@ void gdn(const gdn_args& a, hipStream_t stream) {
   if (a.dk <= 0 || a.dk > max_dk || a.dv <= 0 || a.dv > 1024)
     throw std::invalid_argument("hip gdn: needs dk in [1, 256] and dv in [1, 1024], got dk " + std::to_string(a.dk) +
                                 ", dv " + std::to_string(a.dv));
+  if (a.key_heads < 0 || (a.key_heads > 0 && a.heads % a.key_heads != 0))
+    throw std::invalid_argument("hip gdn: key_heads " + std::to_string(a.key_heads) + " does not divide heads " +
+                                std::to_string(a.heads));
   const int threads = (a.dv + 31) / 32 * 32;
   const dim3 grid(a.batch.num_reqs, a.heads);
   switch (a.dk) {

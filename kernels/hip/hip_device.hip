@@ -287,6 +287,7 @@ public:
     hip::op(a, dev_.stream(s));                \
   }
   ORDO_HIP_OP(rmsnorm, rmsnorm_args)
+  ORDO_HIP_OP(output_gate, output_gate_args)
   ORDO_HIP_OP(embed, embed_args)
   ORDO_HIP_OP(rope, rope_args)
   ORDO_HIP_OP(swiglu, swiglu_args)

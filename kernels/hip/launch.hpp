@@ -31,6 +31,7 @@ struct device_scratch {
 void matmul_bf16(const matmul_args& a, hipStream_t stream, device_scratch& x_bf16);
 bool has_bf16_matmul();
 void rmsnorm(const rmsnorm_args& a, hipStream_t stream);
+void output_gate(const output_gate_args& a, hipStream_t stream);
 void embed(const embed_args& a, hipStream_t stream);
 void rope(const rope_args& a, hipStream_t stream);
 void swiglu(const swiglu_args& a, hipStream_t stream);

@@ -1,4 +1,5 @@
-// RMSNorm, one block per row: the block stages the row in shared memory (one coalesced pass), 8
+// RMSNorm, one block per (row, head) vector (rmsnorm_args::heads), optionally gated by silu: the
+// block stages the vector in shared memory (one coalesced pass), 8
 // threads take the sum of squares in the CPU dot's lane order from there, then the block scales
 // the row. Rows up to 2048 floats keep x and w in registers from one round of loads; a row too
 // long for shared memory is summed from global memory instead.
@@ -45,8 +46,8 @@ __device__ inline float inverse_rms(float sum, const rmsnorm_args& a) {
 __global__ void __launch_bounds__(threads) rmsnorm_regs_kernel(rmsnorm_args a) {
   __shared__ float row_s[regs_per_thread * threads];
   __shared__ float inv_s;
-  const int32_t r = blockIdx.x, tid = threadIdx.x;
-  const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
+  const int32_t r = blockIdx.x / a.heads, h = blockIdx.x % a.heads, tid = threadIdx.x;
+  const float* x = a.x + static_cast<int64_t>(r) * a.ldx + static_cast<int64_t>(h) * a.dim;
   float xv[regs_per_thread], wv[regs_per_thread];
 #pragma unroll
   for (int u = 0; u < regs_per_thread; ++u) {
@@ -64,18 +65,23 @@ __global__ void __launch_bounds__(threads) rmsnorm_regs_kernel(rmsnorm_args a) {
   }
   __syncthreads();
   const float inv = inv_s;
-  float* y = a.y + static_cast<int64_t>(r) * a.ldy;
+  float* y = a.y + static_cast<int64_t>(r) * a.ldy + static_cast<int64_t>(h) * a.dim;
+  const float* g = a.gate ? a.gate + static_cast<int64_t>(r) * a.ldg + static_cast<int64_t>(h) * a.dim : nullptr;
 #pragma unroll
-  for (int u = 0; u < regs_per_thread; ++u)
-    if (tid + u * threads < a.dim) y[tid + u * threads] = xv[u] * inv * wv[u]; // (x · inv) · w, as the CPU
+  for (int u = 0; u < regs_per_thread; ++u) {
+    const int32_t i = tid + u * threads;
+    if (i >= a.dim) continue;
+    const float n = xv[u] * inv * wv[u]; // (x · inv) · w, as the CPU
+    y[i] = g ? n * gpu::silu(g[i]) : n;
+  }
 }
 
 // Longer rows: staged in shared memory (or, past max_staged, summed from global memory).
 __global__ void __launch_bounds__(threads) rmsnorm_kernel(rmsnorm_args a) {
   extern __shared__ float row_s[];
   __shared__ float inv_s;
-  const int32_t r = blockIdx.x, tid = threadIdx.x;
-  const float* x = a.x + static_cast<int64_t>(r) * a.ldx;
+  const int32_t r = blockIdx.x / a.heads, h = blockIdx.x % a.heads, tid = threadIdx.x;
+  const float* x = a.x + static_cast<int64_t>(r) * a.ldx + static_cast<int64_t>(h) * a.dim;
   const bool staged = a.dim <= max_staged;
   if (staged)
     for (int32_t i = tid; i < a.dim; i += threads) row_s[i] = x[i];
@@ -86,20 +92,26 @@ __global__ void __launch_bounds__(threads) rmsnorm_kernel(rmsnorm_args a) {
     if (tid == 0) inv_s = inverse_rms(sum, a);
   }
   __syncthreads();
-  // y = x · inv · w elementwise (no order to keep).
-  float* y = a.y + static_cast<int64_t>(r) * a.ldy;
-  for (int32_t i = tid; i < a.dim; i += threads) y[i] = xr[i] * inv_s * a.w[i];
+  // y = x · inv · w (· silu(gate)) elementwise (no order to keep). A staged row may be written in
+  // place; one read from global memory (past max_staged) is read before its own write.
+  float* y = a.y + static_cast<int64_t>(r) * a.ldy + static_cast<int64_t>(h) * a.dim;
+  const float* g = a.gate ? a.gate + static_cast<int64_t>(r) * a.ldg + static_cast<int64_t>(h) * a.dim : nullptr;
+  for (int32_t i = tid; i < a.dim; i += threads) {
+    const float n = xr[i] * inv_s * a.w[i];
+    y[i] = g ? n * gpu::silu(g[i]) : n;
+  }
 }
 
 } // namespace
 
 void rmsnorm(const rmsnorm_args& a, hipStream_t stream) {
-  if (a.rows <= 0) return;
+  if (a.rows <= 0 || a.heads <= 0) return;
+  const int64_t blocks = static_cast<int64_t>(a.rows) * a.heads;
   if (a.dim <= regs_per_thread * threads) {
-    rmsnorm_regs_kernel<<<a.rows, threads, 0, stream>>>(a);
+    rmsnorm_regs_kernel<<<blocks, threads, 0, stream>>>(a);
   } else {
     const size_t smem = a.dim <= max_staged ? static_cast<size_t>(a.dim) * sizeof(float) : 0;
-    rmsnorm_kernel<<<a.rows, threads, smem, stream>>>(a);
+    rmsnorm_kernel<<<blocks, threads, smem, stream>>>(a);
   }
   ORDO_HIP_LAUNCHED();
 }

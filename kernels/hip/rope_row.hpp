@@ -8,7 +8,7 @@
 namespace ordo::hip {
 
 __device__ inline void rope_row(const rope_args& a, int32_t r) {
-  const int32_t half = a.head_dim / 2;
+  const int32_t half = rotary_half(a);
   const int32_t p = a.positions[r];
   if (p < 0 || p >= a.max_positions) kernel_fail("rope: position beyond max_context", p);
   const float* cs = a.cos_sin + static_cast<int64_t>(p) * half * 2;

@@ -73,7 +73,10 @@ struct hf_dims {
   int32_t gdn_value_dim = 0;   // dv
   int32_t gdn_conv_kernel = 0;
   float rms_norm_eps = 1e-6f;
+  int32_t max_position_embeddings = 32768;
   bool tie_word_embeddings = false;
+  // generation_config.json's eos_token_id when it has one (what transformers' generate stops on),
+  // else config.json's.
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1; // -1: none
 
@@ -131,7 +134,8 @@ struct hf_checkpoint {
   uint64_t digest = 0;
 };
 
-// config.json of `dir` -> its family and dims (no tensor is read).
+// config.json of `dir` -> its family and dims (no tensor is read); generation_config.json's
+// eos_token_id, when the file is there, replaces config.json's.
 hf_checkpoint read_hf_config(const std::string& dir);
 // Every check load_hf_checkpoint makes (config, safetensors headers and tiling, the table both ways),
 // nothing converted: slots stay empty, digest 0. For refusing a bad checkpoint before a node serves.

@@ -88,6 +88,7 @@ hf_dims parse(const json& config, const std::string& path) {
   d.gdn_value_dim = r.integer_or("linear_value_head_dim", 1, 65536, 128);
   d.gdn_conv_kernel = r.integer_or("linear_conv_kernel_dim", 1, 64, 4);
   d.rms_norm_eps = static_cast<float>(r.positive("rms_norm_eps", 1e-6, 1.0));
+  d.max_position_embeddings = r.integer_or("max_position_embeddings", 1, int64_t{1} << 24, 32768);
 
   if (r.has("layer_types")) {
     const json& lt = r.at("layer_types");

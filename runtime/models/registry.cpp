@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include "runtime/models/config_reader.hpp"
 #include "runtime/models/hf_model.hpp"
 #include "runtime/models/qwen3_5.hpp"
 #include "runtime/safetensors.hpp"
@@ -169,6 +170,7 @@ std::string describe(const hf_dims& d) {
          " gdn_key_heads=" + std::to_string(d.gdn_key_heads) + " gdn_value_heads=" + std::to_string(d.gdn_value_heads) +
          " gdn_key_dim=" + std::to_string(d.gdn_key_dim) + " gdn_value_dim=" + std::to_string(d.gdn_value_dim) +
          " gdn_conv_kernel=" + std::to_string(d.gdn_conv_kernel) + " rms_norm_eps=" + eps +
+         " max_position_embeddings=" + std::to_string(d.max_position_embeddings) +
          " tied=" + (d.tie_word_embeddings ? "true" : "false") + " eos=" + eos + " bos=" + std::to_string(d.bos_token_id);
 }
 
@@ -183,6 +185,13 @@ hf_checkpoint read_hf_config(const std::string& dir) {
   hf_checkpoint ck;
   ck.family = &family_of(config, path);
   ck.dims = ck.family->parse_config(config, path);
+  const std::string generation = dir + "/generation_config.json";
+  if (std::ifstream(generation).good()) {
+    const json g = read_config_json(generation);
+    if (!g.is_object()) throw model_load_error(generation + ": is not a JSON object");
+    const auto eos = hf_config_reader(g, generation).ids("eos_token_id", ck.dims.vocab_size);
+    if (!eos.empty()) ck.dims.eos_token_ids = eos;
+  }
   return ck;
 }
 
