@@ -5,16 +5,20 @@
 #include <catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "runtime/layouts.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_presets.hpp"
 #include "runtime/models/hf_model.hpp"
 #include "runtime/models/qwen3_5_reference.hpp"
 #include "tests/hf_fixture.hpp"
+#include "tests/scratch_dir.hpp"
 #include "tools/batch_builder.hpp"
 
 using namespace ordo;
@@ -169,4 +173,31 @@ TEST_CASE("a checkpoint model refuses what its forward cannot hold", "[models]")
   o.checkpoint = ck;
   o.num_blocks = 8;
   CHECK_THROWS_WITH(model(o, *dev), Catch::Matchers::Contains("layers.3.attn.w_gate"));
+}
+
+TEST_CASE("two checkpoints that differ in one byte never share a namespace; a copy of one does", "[models][identity]") {
+  const std::string from = fixture_dir("qwen3_5_text");
+  const std::string scratch = test::scratch_dir("ordo_ns");
+  const std::string copy = scratch + "/copy", changed = scratch + "/changed";
+  std::filesystem::copy(from, copy);
+  std::filesystem::copy(from, changed);
+  { // the last byte of the file: the high byte of the last tensor's last bf16 value
+    std::fstream f(changed + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-1, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x01));
+  }
+  const auto ns = [](const std::string& dir) {
+    const hf_checkpoint ck = load_hf_checkpoint(dir);
+    return namespace_digest(namespace_inputs{}, dims_of(ck, 1024), "layout");
+  };
+  const uint64_t original = ns(from);
+  CHECK(ns(copy) == original);
+  CHECK(ns(changed) != original);
+  const hf_checkpoint ck = load_hf_checkpoint(from);
+  const std::string text = canonical_namespace(namespace_inputs{}, dims_of(ck, 1024), "layout");
+  CHECK_THAT(text, Catch::Matchers::Contains("|family=qwen3_5|checkpoint=") && !Catch::Matchers::Contains("preset="));
+  // Not a preset's namespace either, whatever preset a config names beside it.
+  CHECK(original != namespace_digest(namespace_inputs{}, dims_of(model_preset::dense, model_size::tiny), "layout"));
 }

@@ -132,3 +132,18 @@ TEST_CASE("pd_kv is refused for a model with recurrent state, naming its state g
     CHECK(connector_refusal(cfg, {"gdn_conv"}).empty());
   }
 }
+
+TEST_CASE("node_options: /v1/models shows model.served_model_name, else the checkpoint's directory or the preset",
+          "[node_options]") {
+  const auto facts = hybrid_facts();
+  CHECK(derive_node_options(parse_config(""), facts).model_name == "ordo-qsa_gdn_ple-tiny");
+  CHECK(derive_node_options(parse_config("", {"model.served_model_name=toy"}), facts).model_name == "toy");
+  node_config ck = parse_config("");
+  ck.model_path = "tests/data/hf/qwen3_5_text/";
+  const auto served = derive_node_options(ck, facts);
+  CHECK(served.model_name == "qwen3_5_text");
+  CHECK_FALSE(served.limits.text_prompts);
+  CHECK(derive_node_options(parse_config(""), facts).limits.text_prompts);
+  ck.served_model_name = "tiny-qwen";
+  CHECK(derive_node_options(ck, facts).model_name == "tiny-qwen");
+}
