@@ -11,6 +11,7 @@
 #include <caf/io/basp_broker.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/tls_transport.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/peer_auth.hpp"
 
@@ -25,6 +26,7 @@ caf::actor basp_broker_of(caf::actor_system& sys) {
 }
 
 struct pending_connection {
+  bool opened = false; // TLS: the opener arrived (the handshake is done) and the challenge is sent
   auth_nonce server{};
   uint64_t serial = 0; // handles are fd numbers and get reused: a deadline names its serial too
 };
@@ -43,19 +45,38 @@ using bound_port = std::shared_ptr<std::promise<std::pair<uint16_t, std::string>
 caf::behavior acceptor(broker_ptr self, auth_acceptor_options opt, caf::actor basp, caf::strong_actor_ptr whom,
                        std::set<std::string> interfaces, bound_port bound) {
   // The doorman must be made inside the multiplexer's loop: a broker's init runs there.
-  auto door = self->add_tcp_doorman(opt.port, opt.host.c_str(), true);
-  if (!door) {
-    bound->set_value({0, self->system().render(door.error())});
-    self->quit();
-    return {};
+  uint16_t port = 0;
+  if (opt.tls) {
+    try {
+      auto& mpx = static_cast<caf::io::network::default_multiplexer&>(self->system().middleman().backend());
+      caf::io::doorman_ptr door = make_tls_doorman(mpx, opt.host, opt.port, opt.tls);
+      port = door->port();
+      self->add_doorman(std::move(door));
+    } catch (const std::exception& e) {
+      bound->set_value({0, e.what()});
+      self->quit();
+      return {};
+    }
+  } else {
+    auto door = self->add_tcp_doorman(opt.port, opt.host.c_str(), true);
+    if (!door) {
+      bound->set_value({0, self->system().render(door.error())});
+      self->quit();
+      return {};
+    }
+    port = door->second;
   }
-  const uint16_t port = door->second;
   bound->set_value({port, ""});
   auto stats = opt.stats;
   auto close_pending = [self, stats](caf::io::connection_handle hdl) {
     if (self->state.pending.erase(hdl) > 0)
       --stats->pending;
     self->close(hdl);
+  };
+  auto send_challenge = [self](caf::io::connection_handle hdl, const pending_connection& p) {
+    self->write(hdl, p.server.size(), p.server.data());
+    self->flush(hdl);
+    self->configure_read(hdl, caf::io::receive_policy::exactly(auth_answer_bytes));
   };
   return {
       [=](const caf::io::new_connection_msg& msg) {
@@ -72,16 +93,32 @@ caf::behavior acceptor(broker_ptr self, auth_acceptor_options opt, caf::actor ba
         p.serial = ++st.next_serial;
         st.pending[msg.handle] = p;
         ++stats->pending;
-        self->write(msg.handle, p.server.size(), p.server.data());
-        self->flush(msg.handle);
-        self->configure_read(msg.handle, caf::io::receive_policy::exactly(auth_answer_bytes));
+        if (opt.tls) {
+          // Nothing is written before the TLS handshake is done: the connector speaks first.
+          self->configure_read(msg.handle, caf::io::receive_policy::exactly(auth_tls_opener_bytes));
+        } else {
+          send_challenge(msg.handle, p);
+        }
         self->delayed_send(self, std::chrono::milliseconds(opt.deadline_ms), auth_tick_atom::value, msg.handle,
                            p.serial);
       },
       [=](const caf::io::new_data_msg& msg) {
         auto& st = self->state;
         auto it = st.pending.find(msg.handle);
-        if (it == st.pending.end() || msg.buf.size() != auth_answer_bytes)
+        if (it == st.pending.end())
+          return;
+        if (opt.tls && !it->second.opened) {
+          if (msg.buf.size() != auth_tls_opener_bytes ||
+              std::memcmp(msg.buf.data(), auth_tls_opener, auth_tls_opener_bytes) != 0) {
+            ++stats->refused_mac;
+            close_pending(msg.handle);
+            return;
+          }
+          it->second.opened = true;
+          send_challenge(msg.handle, it->second);
+          return;
+        }
+        if (msg.buf.size() != auth_answer_bytes)
           return;
         auth_nonce client{};
         std::memcpy(client.data(), msg.buf.data(), client.size());
@@ -155,19 +192,22 @@ std::string render_auth_acceptor_metrics(const auth_acceptor_stats& s) {
   return r.render_prometheus();
 }
 
-caf::actor spawn_auth_connector(caf::actor_system& sys, const secret_key& key, uint32_t timeout_ms) {
-  return sys.spawn<caf::detached>([key, timeout_ms](caf::event_based_actor* self) -> caf::behavior {
+caf::actor spawn_auth_connector(caf::actor_system& sys, const secret_key& key, uint32_t timeout_ms,
+                                std::shared_ptr<const tls_context> tls) {
+  return sys.spawn<caf::detached>([key, timeout_ms, tls](caf::event_based_actor* self) -> caf::behavior {
     return {
         [=](caf::connect_atom, const std::string& host, uint16_t port) {
           auto rp = self->make_response_promise();
           // Blocks this actor's own thread for at most timeout_ms.
-          auth_connect_result r = authenticated_connect(host, port, key, static_cast<int>(timeout_ms));
+          auth_connect_result r = authenticated_connect(host, port, key, static_cast<int>(timeout_ms), tls.get());
           if (r.fd < 0) {
             rp.deliver(caf::make_error(r.refused ? caf::sec::invalid_argument : caf::sec::cannot_connect_to_node,
                                        "tcp://" + host + ":" + std::to_string(port) + ": " + r.why));
             return rp;
           }
-          caf::io::scribe_ptr sp = self->system().middleman().backend().new_scribe(r.fd); // owns the fd now
+          auto& mpx = static_cast<caf::io::network::default_multiplexer&>(self->system().middleman().backend());
+          // The scribe owns the fd (and the TLS session) from here on.
+          caf::io::scribe_ptr sp = r.tls ? make_tls_scribe(mpx, r.fd, r.tls) : mpx.new_scribe(r.fd);
           rp.delegate(basp_broker_of(self->system()), caf::connect_atom::value, std::move(sp), port);
           return rp;
         },

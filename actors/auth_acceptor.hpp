@@ -5,6 +5,9 @@
 // dropped; BASP parses only what an authenticated peer sends.
 //   accepted ──(64 bytes within 2 s, MAC verifies)──► handed to BASP (its server handshake first)
 //            └─(bad MAC, short, late, over a cap)───► closed, counted
+// With security.tls on, the listener is a TLS doorman (actors/tls_transport.hpp): the connector
+// completes a mutual TLS handshake and sends the 8-byte opener before the challenge, all within the
+// same deadline, and the preamble runs inside TLS.
 // NOTE(caps): at most 64 connections in the preamble at once and 256 handed over at once (counted
 // through `live`: the sessions the published actor holds); more are closed at once.
 // Threads: the broker runs in CAF's multiplexer thread; auth_acceptor_stats is read from any.
@@ -23,6 +26,7 @@
 #include <caf/fwd.hpp>
 
 #include "runtime/deployment_secret.hpp"
+#include "runtime/tls.hpp"
 
 namespace ordo {
 
@@ -45,6 +49,9 @@ struct auth_acceptor_options {
   // How many handed-over connections are still alive (the published actor's sessions); "" = not
   // capped by it.
   std::function<int64_t()> live;
+  // security.tls = "on": connections are mutual TLS under this context (a certificate of the
+  // deployment's CA on both ends) before the preamble, which then runs inside TLS; null = plain.
+  std::shared_ptr<const tls_context> tls;
   std::shared_ptr<auth_acceptor_stats> stats = std::make_shared<auth_acceptor_stats>();
 };
 
@@ -77,6 +84,8 @@ std::string render_auth_acceptor_metrics(const auth_acceptor_stats& stats);
 // preamble, by handing the authenticated socket to BASP as an outgoing connection. A peer that
 // does not prove the secret (or answers junk) is an error with caf::sec::invalid_argument; one that
 // cannot be reached within `timeout_ms`, caf::sec::cannot_connect_to_node. Send it an exit when done.
-caf::actor spawn_auth_connector(caf::actor_system& sys, const secret_key& key, uint32_t timeout_ms);
+// With `tls`, the connection is mutual TLS first and the preamble runs inside it.
+caf::actor spawn_auth_connector(caf::actor_system& sys, const secret_key& key, uint32_t timeout_ms,
+                                std::shared_ptr<const tls_context> tls = nullptr);
 
 } // namespace ordo

@@ -40,18 +40,6 @@ size_t http_bridge::size() const {
   return entries_.size();
 }
 
-bool is_loopback_host(const std::string& host) {
-  if (host == "localhost")
-    return true;
-  in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&v6);
-  return false;
-}
-
 namespace {
 
 constexpr const char* json_type = "application/json";

@@ -12,6 +12,8 @@
 // the scheduler refuses (429, 400) still gets its own status.
 #pragma once
 
+#include "runtime/tls.hpp" // is_loopback_host
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -104,7 +106,5 @@ http_server::handler make_http_handler(frontend_actor frontend, std::shared_ptr<
 // Now, in seconds since the Unix epoch (OpenAI's `created`, the expiry of signed P/D parameters).
 int64_t unix_seconds();
 
-// Whether `host` (an address or a name) is a loopback one; admin endpoints need a key otherwise.
-bool is_loopback_host(const std::string& host);
 
 } // namespace ordo

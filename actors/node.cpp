@@ -211,6 +211,13 @@ int node::start() {
     secret = loaded.key;
     spdlog::info("ordo node: deployment secret {}", loaded.path);
   }
+  // security.tls on: mutual TLS on the actor port and to every peer and store (docs/security.md).
+  std::shared_ptr<const tls_context> tls;
+  if (d.cfg.tls.on() && secret) {
+    tls = tls_context::load(d.cfg.tls.files());
+    spdlog::info("ordo node: TLS on, certificate {} (role {}), CA {}", d.cfg.tls.certificate, tls->role(),
+                 d.cfg.tls.cafile);
+  }
 
   d.metrics = make_node_metrics(d.cfg);
   d.sys = std::make_unique<caf::actor_system>(d.actor_cfg);
@@ -240,6 +247,7 @@ int node::start() {
     sc.dev = dev;
     sc.tap = tap;
     sc.secret = secret;
+    sc.tls = tls;
     sc.role = to_string(d.cfg.kv_role);
     d.store_link = sc.status;
     auto client = spawn_store_client(sys, std::move(sc));
@@ -265,6 +273,7 @@ int node::start() {
     so.door_name = "store";
     so.tap = tap;
     so.secret = secret;
+    so.tls = tls;
     if (d.cfg.corrupt_commits != "none")
       so.corrupt_commits_kind = static_cast<uint8_t>(d.cfg.corrupt_commits == "kv_chunk" ? object_kind::kv_chunk
                                                                                          : object_kind::state_image);
@@ -278,6 +287,7 @@ int node::start() {
       ao.host = d.cfg.host;
       ao.port = static_cast<uint16_t>(d.cfg.actor_port);
       ao.key = *secret;
+      ao.tls = tls;
       ao.live = [shared = so.shared] { return shared->view().sessions; };
       auto acceptor = spawn_auth_acceptor(sys, server, ao);
       d.pd_acceptor = acceptor.broker;
@@ -314,7 +324,7 @@ int node::start() {
   if (d.cfg.uses_pd()) {
     // A peer's store client connects on first use, as this node ("<engine id>-pd").
     auto peer_store = [&sys, &d, window = d.window, dev, ns = opts.namespace_id, deadline = d.cfg.store_deadline_ms,
-                       tap, pd_engine, secret](const std::string& endpoint) {
+                       tap, pd_engine, secret, tls](const std::string& endpoint) {
       store_client_options pc;
       if (d.cfg.pd_transport == "tcp") {
         // The peer's bytes come as CAF messages into a staging arena of this node's own, mapped
@@ -338,6 +348,7 @@ int node::start() {
         pc.staging_offset = at;
       }
       pc.secret = secret;
+      pc.tls = tls;
       pc.role = "kv_consumer"; // a decode node only reads a prefill node's tier
       pc.on_demand = true;
       pc.idle_exit_ms = 60000;

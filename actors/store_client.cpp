@@ -333,7 +333,7 @@ void attempt(self_ptr self) {
   auto via = caf::actor_cast<caf::actor>(self->system().middleman().actor_handle());
   if (st.opt.secret) {
     if (!st.connector)
-      st.connector = spawn_auth_connector(self->system(), *st.opt.secret, st.opt.deadline_ms);
+      st.connector = spawn_auth_connector(self->system(), *st.opt.secret, st.opt.deadline_ms, st.opt.tls);
     via = st.connector;
   }
   self->request(via, st.outer_deadline(), caf::connect_atom_v, st.opt.host, st.opt.port)
@@ -369,6 +369,8 @@ void attempt(self_ptr self) {
               h.challenge = random_hex(32);
               h.mac = store_hello_mac(*st.opt.secret, h);
             }
+            if (st.opt.tls)
+              sign_store_hello(*st.opt.tls, h);
             st.sessions.at(gen).hello = h;
             self->request(s.link, st.outer_deadline(), h)
                 .then([self, gen](store_welcome& w) { on_welcome(self, gen, w); },

@@ -28,6 +28,7 @@
 #include "actors/door.hpp"
 #include "actors/interfaces.hpp"
 #include "runtime/deployment_secret.hpp"
+#include "runtime/tls.hpp"
 #include "runtime/locked_view.hpp"
 
 namespace ordo {
@@ -78,6 +79,8 @@ struct store_client_options {
   // The role its hello declares ("kv_consumer": read only, the store refuses its reserves and
   // evict_all); covered by the hello's MAC.
   std::string role = "kv_both";
+  // security.tls on: the connection is mutual TLS and the hello is signed with this certificate.
+  std::shared_ptr<const tls_context> tls;
   // A P/D peer (docs/pd.md): connects only while a lookup wants it. A lookup that finds no live
   // session waits for one, the connect retried, up to deadline_ms; no retry when nobody waits.
   bool on_demand = false;

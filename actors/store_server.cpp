@@ -52,6 +52,11 @@ std::string store_welcome_proof(const secret_key& key, const std::string& store_
 
 std::string store_hello_mac(const secret_key& key, const store_hello& h) { return hmac_hex(key, hello_message(h)); }
 
+void sign_store_hello(const tls_context& tls, store_hello& h) {
+  h.certificate = tls.certificate_pem();
+  h.signature = tls.sign_hex(hello_message(h));
+}
+
 bool store_welcome_proven(const secret_key& key, const store_welcome& welcome, const store_hello& hello) {
   return !hello.challenge.empty() && hmac_matches(key, welcome_message(welcome.store_id, hello), welcome.proof);
 }
@@ -123,6 +128,9 @@ struct session {
   std::string engine_id;
   uint64_t namespace_id = 0;
   bool read_only = false; // role kv_consumer: pins and lookups only
+  // security.tls on: the role of the certificate its hello was signed with. Only an admin
+  // certificate may evict_all; "" = no certificates (one shared secret, roles are declared).
+  std::string certificate_role;
   sequence_check steps;
   std::unordered_map<object_key, int32_t, object_key_hash> pins; // key → pins this session holds
   std::unordered_set<object_key, object_key_hash> reservations;  // reserved, not committed or aborted
@@ -143,6 +151,7 @@ struct store_server_state {
   uint64_t lease_generation = 0;
   uint8_t corrupt_commits_kind = 255;
   std::optional<secret_key> secret;
+  std::shared_ptr<const tls_context> tls;
   uint64_t arena_bytes = 0;
   std::string granularity;
   std::string boot_id;
@@ -323,6 +332,19 @@ store_welcome welcome(self_ptr self, const store_hello& h) {
   }
   if (!h.role.empty() && h.role != "kv_both" && h.role != "kv_producer" && h.role != "kv_consumer")
     return refuse("role " + quoted(h.role) + " is none of kv_both, kv_producer, kv_consumer");
+  // With certificates, the hello is also signed by the node's certificate, whose role sets what
+  // the session may do beyond its declared role.
+  std::string certificate_role;
+  if (st.tls) {
+    std::string why;
+    if (h.certificate.empty() || !st.tls->verify_signed(h.certificate, hello_message(h), h.signature,
+                                                        certificate_role, why)) {
+      st.shared->update([](store_server_view& v) { ++v.hellos_refused_credential_total; });
+      return refuse("the hello's certificate does not hold (" + (h.certificate.empty() ? "no certificate" : why) +
+                    "; this store has security.tls on): give the node security.certificate and security.key "
+                    "from `ordo certs` under this store's security.cafile");
+    }
+  }
   const auto addr = caf::actor_cast<caf::actor_addr>(sender);
   for (const auto& [a, s] : st.sessions)
     if (s.engine_id == h.engine_id && a != addr)
@@ -339,6 +361,7 @@ store_welcome welcome(self_ptr self, const store_hello& h) {
   s.engine_id = h.engine_id;
   s.namespace_id = h.namespace_id;
   s.read_only = h.role == "kv_consumer";
+  s.certificate_role = certificate_role;
   st.sessions.emplace(addr, std::move(s));
   self->monitor(sender);
   spdlog::info("store: session of engine {} opened (namespace {:016x}, boot id {})", h.engine_id,
@@ -358,6 +381,7 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
   st.local_namespace = opt.local_namespace;
   st.corrupt_commits_kind = opt.corrupt_commits_kind;
   st.secret = opt.secret;
+  st.tls = opt.tls;
   st.shared = opt.shared;
   st.shared->update([&](store_server_view& v) { v.granularity = opt.granularity; });
   st.io = door(opt.door_name, std::move(opt.tap));
@@ -484,7 +508,24 @@ store_server_impl::behavior_type store_server(self_ptr self, store_server_option
         foreign_reserves.insert(foreign_reserves.end(), unwritable.begin(), unwritable.end());
         std::sort(foreign_reserves.begin(), foreign_reserves.end());
       }
+      // With certificates, only an admin certificate's session may evict_all.
+      if (own.evict_all && st.tls && s.certificate_role != tls_role_admin) {
+        spdlog::warn("store: engine {}: evict_all refused: its certificate's role is \"{}\", not admin",
+                     s.engine_id, s.certificate_role);
+        st.shared->update([](store_server_view& v) { ++v.orders_refused_role_total; });
+        own.evict_all = false;
+      }
+      // A reader's report that an object's data is wrong names who committed it.
+      if (st.core)
+        for (const auto& k : own.unpins_corrupt) {
+          const std::string* by = st.core->committer_of(k);
+          spdlog::warn("store: engine {} found object {:016x} corrupt; it was committed by {}", s.engine_id, k.hash,
+                       by && !by->empty() ? "engine " + *by : std::string("this process"));
+        }
       auto applied = apply(st.core.get(), own, s.namespace_id);
+      if (st.core)
+        for (const auto& k : own.commits)
+          st.core->set_committer(k, s.engine_id);
       track(s, own, applied.done);
       if (st.corrupt_commits_kind != 255 && st.core)
         for (const auto& k : own.commits)

@@ -25,6 +25,7 @@
 #include "messages/store.hpp"
 #include "runtime/deployment_secret.hpp"
 #include "runtime/locked_view.hpp"
+#include "runtime/tls.hpp"
 
 namespace ordo {
 
@@ -48,6 +49,8 @@ bool store_welcome_proven(const secret_key& key, const store_welcome& welcome, c
 // The node's credential in its hello: HMAC-SHA256 with the deployment secret over the wire, the
 // engine id, the namespace, the boot id, the challenge and the role it declares.
 std::string store_hello_mac(const secret_key& key, const store_hello& hello);
+// With a certificate: the hello's certificate and signature (hex) by `tls`, over what its MAC covers.
+void sign_store_hello(const tls_context& tls, store_hello& hello);
 
 // Loads the middleman and sets what every ordo store peer needs: the ordo type ids, the app
 // identifier, heartbeats (1 s) and the connection timeout (15 s). Call before creating the system.
@@ -124,6 +127,9 @@ struct store_server_options {
   // The deployment secret (docs/security.md): a welcome carries a proof over the hello's challenge,
   // so a node knows it reached a store of its deployment. Empty: no proof (tests of the core only).
   std::optional<secret_key> secret;
+  // security.tls on: every hello must be signed by a certificate of this CA; only admin
+  // certificates may evict_all (docs/security.md).
+  std::shared_ptr<const tls_context> tls;
   std::shared_ptr<store_server_shared> shared = std::make_shared<store_server_shared>();
   trace_tap tap;
 };

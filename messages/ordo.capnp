@@ -512,6 +512,8 @@ struct StoreHello {
   challenge @5 :Text;      # random hex the welcome's proof covers (docs/security.md)
   role @6 :Text;           # kv_both | kv_producer | kv_consumer (read only)
   mac @7 :Text;            # HMAC-SHA256 with the deployment secret over the hello's fields
+  certificate @8 :Text;    # security.tls on: the node's PEM certificate (its role: admin | node)
+  signature @9 :Text;      # hex: that certificate's key's signature over the hello's fields
 }
 
 struct StoreWelcome {

@@ -164,9 +164,14 @@ struct store_hello {
   std::string challenge;     // 32 random bytes (hex) the welcome's proof covers (docs/security.md)
   std::string role;          // "kv_both" | "kv_producer" | "kv_consumer" (read only); "" = kv_both
   std::string mac;           // store_hello_mac(): HMAC with the deployment secret over the fields above
+  // security.tls = "on" (docs/security.md): the node's certificate (PEM) and its key's signature
+  // (hex) over the same fields; the store takes the session's rights from the certificate's role.
+  std::string certificate;
+  std::string signature;
 };
 
-ORDO_FIELDS(store_hello, wire, wire_digest, engine_id, namespace_id, boot_id, challenge, role, mac)
+ORDO_FIELDS(store_hello, wire, wire_digest, engine_id, namespace_id, boot_id, challenge, role, mac, certificate,
+            signature)
 
 // store server → node: the session is open (ok) or refused (why), and the store's own identity.
 struct store_welcome {

@@ -31,7 +31,7 @@ using toml_config::rule_host;
 // server.api_key) is hidden too: its value is most likely a secret.
 bool is_secret_key(const std::string& dotted) {
   // security.secret_file names a file, not a secret: its path is shown.
-  if (dotted == "security.secret_file")
+  if (dotted == "security.secret_file" || dotted == "security.key")
     return false;
   return dotted == "server.api_key" || dotted == "server.admin_key" || toml_config::looks_secret(dotted);
 }
@@ -49,7 +49,7 @@ const toml_config::schema& node_schema() {
       {"kv_transfer", {"connector", "kv_role", "config", "connectors"}},
       {"store", {"capacity_mb", "address", "transport", "expect_identity", "deadline_ms"}},
       {"pd", {"lease_ms", "transport", "peers"}},
-      {"security", {"secret_file"}},
+      {"security", {"secret_file", "tls", "certificate", "key", "cafile"}},
       {"node", {"engine_id"}},
       {"server",
        {"host", "port", "actor_port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
@@ -63,7 +63,8 @@ const toml_config::schema& node_schema() {
                      "store.address",      "store.transport",    "store.expect_identity", "node.engine_id",
                      "server.host",        "server.api_key",     "server.admin_key",   "log.level",
                      "trace.path",         "trace.node",         "faults.drop_edge",   "pd.transport",
-                     "faults.corrupt_commits", "kv_transfer.connectors", "pd.peers", "security.secret_file"};
+                     "faults.corrupt_commits", "kv_transfer.connectors", "pd.peers", "security.secret_file",
+                     "security.tls", "security.certificate", "security.key", "security.cafile"};
     x.is_secret_key = is_secret_key;
     return x;
   }();
@@ -362,6 +363,10 @@ node_config from_table(const toml::table& root) {
   r.string("pd", "transport", cfg.pd_transport, "one of " + join(store_transports));
   read_pd_peers(r, cfg);
   r.string("security", "secret_file", cfg.secret_file, rule_secret_file);
+  r.string("security", "tls", cfg.tls.mode, "one of off, on");
+  r.string("security", "certificate", cfg.tls.certificate, "a PEM certificate's path (`ordo certs`)");
+  r.string("security", "key", cfg.tls.key, "a PEM private key's path (`ordo certs`)");
+  r.string("security", "cafile", cfg.tls.cafile, "the deployment CA's PEM certificate (`ordo certs`)");
   r.string("node", "engine_id", cfg.engine_id, rule_engine_id);
 
   r.string("server", "host", cfg.host, rule_host);
@@ -510,6 +515,11 @@ void validate(const node_config& cfg) {
 
   if (!is_host(cfg.host))
     fail("server.host = " + in_quotes(cfg.host) + ": must be " + rule_host);
+  if (auto why = check_tls_settings(cfg.tls); !why.empty())
+    fail(why);
+  if (cfg.uses_pd())
+    if (auto why = check_caf_bind("server.host", cfg.host, cfg.tls); !why.empty())
+      fail(why + " (this node serves its P/D host tier on server.actor_port)");
   if (cfg.port < 0 || cfg.port > 65535)
     bad("server.port", cfg.port, "between 0 and 65535");
   for (auto [key, seconds] : {std::pair<const char*, int32_t>{"server.header_timeout_s", cfg.header_timeout_s},
@@ -564,6 +574,8 @@ std::string describe(const node_config& cfg) {
   }
   if (!cfg.secret_file.empty())
     os << " security.secret_file=" << cfg.secret_file;
+  if (cfg.tls.on())
+    os << " security.tls=on security.certificate=" << cfg.tls.certificate << " security.cafile=" << cfg.tls.cafile;
   if (!cfg.engine_id.empty())
     os << " node.engine_id=" << cfg.engine_id;
   os

@@ -3,6 +3,8 @@
 // allows. Secrets (server.api_key, server.admin_key) are never printed, only whether they are set.
 #pragma once
 
+#include "runtime/tls.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -93,6 +95,8 @@ struct node_config {
   // [security] (docs/security.md): the deployment secret's file ("" = $XDG_RUNTIME_DIR/ordo/secret,
   // else ~/.config/ordo/secret).
   std::string secret_file;
+  // security.tls / certificate / key / cafile: mutual TLS on the actor port and to peers (runtime/tls.hpp).
+  tls_settings tls;
   // [node]
   std::string engine_id; // "" = derived from the HTTP port, an instance nonce and the boot id
   // [server]

@@ -135,6 +135,19 @@ bool host_store::commit(const object_key& key, std::optional<uint64_t> summed) {
   return true;
 }
 
+bool host_store::set_committer(const object_key& key, std::string committer) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || !it->second.committed)
+    return false;
+  it->second.committer = std::move(committer);
+  return true;
+}
+
+const std::string* host_store::committer_of(const object_key& key) const {
+  auto it = objects_.find(key);
+  return it == objects_.end() ? nullptr : &it->second.committer;
+}
+
 bool host_store::abort(const object_key& key) {
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second.committed)

@@ -93,6 +93,11 @@ public:
   bool commit(const object_key& key, std::optional<uint64_t> summed = std::nullopt);
   // Drops a reservation (its write failed or was never made). False if there is none.
   bool abort(const object_key& key);
+  // Records who committed `key` (a store server: the session's engine id), so a report of its
+  // data being wrong names the writer (docs/security.md). False if `key` is not committed.
+  bool set_committer(const object_key& key, std::string committer);
+  // Who committed `key` ("" = this process, or unknown); nullptr if it is not stored.
+  const std::string* committer_of(const object_key& key) const;
 
   // True if `key` is committed. Does not verify (pin does) and does not touch the LRU.
   bool contains(const object_key& key) const;
@@ -143,6 +148,7 @@ private:
     size_t data_offset = 0;
     object_header header;
     bool committed = false;
+    std::string committer; // set_committer: who wrote it
     int32_t pins = 0;
     int32_t holds = 0;
     bool hashed = false;  // a hashing pin verified the data since pins last went from 0

@@ -15,7 +15,10 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/err.h>
 #include <openssl/hmac.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 namespace ordo {
 
@@ -40,13 +43,48 @@ bool wait_for(int fd, short events, clock_type::time_point until) {
   }
 }
 
+// A connected socket, with its TLS session when there is one.
+struct channel {
+  int fd = -1;
+  SSL* ssl = nullptr;
+};
+
+// What an SSL call that did not complete needs: "" = retry (after waiting), else why it failed.
+// `fault` is set when TLS itself refused (an alert, a bad record), not the network.
+std::string tls_wait(const channel& c, int r, clock_type::time_point until, const std::string& what, bool& fault) {
+  const int e = SSL_get_error(c.ssl, r);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    ERR_clear_error();
+    if (!wait_for(c.fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, until))
+      return what + ": no answer within the deadline";
+    return "";
+  }
+  const std::string detail = tls_error_text();
+  if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && detail.empty()))
+    return what + ": the peer closed the connection";
+  fault = true;
+  return what + ": TLS: " + (detail.empty() ? std::string("error ") + std::to_string(e) : detail);
+}
+
 // Reads exactly `n` bytes before `until`; "" or what went wrong.
-std::string read_exactly(int fd, uint8_t* out, size_t n, clock_type::time_point until) {
+std::string read_exactly(const channel& c, uint8_t* out, size_t n, clock_type::time_point until, bool& fault) {
   size_t got = 0;
   while (got < n) {
-    if (!wait_for(fd, POLLIN, until))
+    if (c.ssl) {
+      ERR_clear_error();
+      const int r = SSL_read(c.ssl, out + got, static_cast<int>(n - got));
+      if (r > 0) {
+        got += static_cast<size_t>(r);
+        continue;
+      }
+      if (auto why = tls_wait(c, r, until, std::to_string(got) + " of " + std::to_string(n) + " bytes", fault);
+          !why.empty())
+        return why;
+      continue;
+    }
+    if (!wait_for(c.fd, POLLIN, until))
       return "no answer within the deadline (" + std::to_string(got) + " of " + std::to_string(n) + " bytes)";
-    const ssize_t r = ::recv(fd, out + got, n - got, 0);
+    const ssize_t r = ::recv(c.fd, out + got, n - got, 0);
     if (r == 0)
       return "the peer closed the connection after " + std::to_string(got) + " of " + std::to_string(n) + " bytes";
     if (r < 0) {
@@ -59,12 +97,23 @@ std::string read_exactly(int fd, uint8_t* out, size_t n, clock_type::time_point 
   return "";
 }
 
-std::string write_all(int fd, const uint8_t* p, size_t n, clock_type::time_point until) {
+std::string write_all(const channel& c, const uint8_t* p, size_t n, clock_type::time_point until, bool& fault) {
   size_t sent = 0;
   while (sent < n) {
-    if (!wait_for(fd, POLLOUT, until))
+    if (c.ssl) {
+      ERR_clear_error();
+      const int r = SSL_write(c.ssl, p + sent, static_cast<int>(n - sent));
+      if (r > 0) {
+        sent += static_cast<size_t>(r);
+        continue;
+      }
+      if (auto why = tls_wait(c, r, until, "sending", fault); !why.empty())
+        return why;
+      continue;
+    }
+    if (!wait_for(c.fd, POLLOUT, until))
       return "could not send within the deadline";
-    const ssize_t r = ::send(fd, p + sent, n - sent, MSG_NOSIGNAL);
+    const ssize_t r = ::send(c.fd, p + sent, n - sent, MSG_NOSIGNAL);
     if (r < 0) {
       if (errno == EINTR || errno == EAGAIN)
         continue;
@@ -73,6 +122,24 @@ std::string write_all(int fd, const uint8_t* p, size_t n, clock_type::time_point
     sent += static_cast<size_t>(r);
   }
   return "";
+}
+
+// The client side of the TLS handshake before `until`; "" or what went wrong.
+std::string tls_handshake(const channel& c, clock_type::time_point until) {
+  for (;;) {
+    ERR_clear_error();
+    const int r = SSL_do_handshake(c.ssl);
+    if (r == 1)
+      return "";
+    bool fault = false;
+    std::string why = tls_wait(c, r, until, "the TLS handshake", fault);
+    if (why.empty())
+      continue;
+    if (const long v = SSL_get_verify_result(c.ssl); v != X509_V_OK)
+      return "the peer's certificate does not verify against security.cafile: " +
+             std::string(X509_verify_cert_error_string(v));
+    return why + " (the peer may have security.tls off, or a certificate of another CA)";
+  }
 }
 
 } // namespace
@@ -106,7 +173,7 @@ bool preamble_mac_matches(const secret_key& key, char role, const auth_nonce& se
 }
 
 auth_connect_result authenticated_connect(const std::string& host, uint16_t port, const secret_key& key,
-                                          int timeout_ms) {
+                                          int timeout_ms, const tls_context* tls) {
   auth_connect_result out;
   const auto until = clock_type::now() + std::chrono::milliseconds(timeout_ms);
   addrinfo hints{};
@@ -144,31 +211,64 @@ auth_connect_result authenticated_connect(const std::string& host, uint16_t port
     out.why = last;
     return out;
   }
+  channel ch{fd, nullptr};
   auto fail = [&](std::string why, bool refused) {
+    if (ch.ssl)
+      SSL_free(ch.ssl);
     ::close(fd);
     out.why = std::move(why);
     out.refused = refused;
     return out;
   };
+  bool fault = false;
+  if (tls) {
+    uint8_t banner[auth_challenge_bytes];
+    if (auto w = read_exactly(ch, banner, sizeof banner, until, fault); !w.empty())
+      return fail("the peer's TLS banner: " + w, false);
+    if (std::memcmp(banner, tls_banner, sizeof banner) != 0)
+      return fail("the peer does not use TLS (its security.tls is off, or it is not an ordo actor port), while "
+                  "this process has security.tls = \"on\"",
+                  true);
+    std::string why;
+    ch.ssl = tls->new_session(fd, false, why);
+    if (!ch.ssl)
+      return fail(why, false);
+    if (auto w = tls_handshake(ch, until); !w.empty())
+      return fail(w, true);
+    if (auto w = write_all(ch, reinterpret_cast<const uint8_t*>(auth_tls_opener), auth_tls_opener_bytes, until, fault);
+        !w.empty())
+      return fail("opening the preamble: " + w, fault);
+  }
   auth_nonce server{}, client = random_nonce();
-  if (auto why = read_exactly(fd, server.data(), server.size(), until); !why.empty())
-    return fail("the peer's challenge: " + why, false);
+  if (auto why = read_exactly(ch, server.data(), server.size(), until, fault); !why.empty())
+    return fail("the peer's challenge: " + why +
+                    (fault ? " (the peer refused this process's certificate, or it is not one of this deployment's)"
+                           : ""),
+                fault);
+  if (!tls && std::memcmp(server.data(), tls_banner, server.size()) == 0)
+    return fail("the peer requires TLS: set security.tls = \"on\" with security.certificate, security.key and "
+                "security.cafile (made by `ordo certs`)",
+                true);
   uint8_t answer[auth_answer_bytes];
   const auth_mac mine = preamble_mac(key, 'C', server, client);
   std::memcpy(answer, client.data(), 32);
   std::memcpy(answer + 32, mine.data(), 32);
-  if (auto why = write_all(fd, answer, sizeof answer, until); !why.empty())
-    return fail("sending the answer: " + why, false);
+  if (auto why = write_all(ch, answer, sizeof answer, until, fault); !why.empty())
+    return fail("sending the answer: " + why, fault);
   uint8_t proof[auth_proof_bytes];
-  if (auto why = read_exactly(fd, proof, sizeof proof, until); !why.empty())
+  if (auto why = read_exactly(ch, proof, sizeof proof, until, fault); !why.empty())
     return fail("the peer did not prove it holds this deployment's secret: " + why, true);
   if (!preamble_mac_matches(key, 'S', server, client, proof))
     return fail("the peer did not prove it holds this deployment's secret (its answer to the challenge does not "
                 "verify): it is not one of this deployment's processes, or its security.secret_file differs",
                 true);
+  // BASP's first bytes must still be in the socket (epoll sees those), not decrypted here.
+  if (ch.ssl && SSL_pending(ch.ssl) > 0)
+    return fail("the peer sent more than its proof before the actor handshake", true);
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   out.fd = fd;
+  out.tls = ch.ssl;
   return out;
 }
 

@@ -25,9 +25,10 @@ const toml_config::schema& store_schema() {
     x.sections = {
         {"store", {"capacity_mb", "host", "port", "http_port", "granularity", "engine_id"}},
         {"log", {"level"}},
-        {"security", {"secret_file"}},
+        {"security", {"secret_file", "tls", "certificate", "key", "cafile"}},
     };
-    x.string_keys = {"store.host", "store.granularity", "store.engine_id", "log.level", "security.secret_file"};
+    x.string_keys = {"store.host", "store.granularity", "store.engine_id", "log.level", "security.secret_file",
+                     "security.tls", "security.certificate", "security.key", "security.cafile"};
     x.example_set = "store.capacity_mb=64";
     x.example_key = "store.port";
     return x;
@@ -52,9 +53,17 @@ store_config from_table(const toml::table& root) {
   r.string("log", "level", cfg.log_level, "one of " + join(log_levels));
   r.string("security", "secret_file", cfg.secret_file,
            "a file path (\"\" = $XDG_RUNTIME_DIR/ordo/secret, else ~/.config/ordo/secret)");
+  r.string("security", "tls", cfg.tls.mode, "one of off, on");
+  r.string("security", "certificate", cfg.tls.certificate, "a PEM certificate's path (`ordo certs`)");
+  r.string("security", "key", cfg.tls.key, "a PEM private key's path (`ordo certs`)");
+  r.string("security", "cafile", cfg.tls.cafile, "the deployment CA's PEM certificate (`ordo certs`)");
 
   if (!is_host(cfg.host))
     fail("store.host = " + in_quotes(cfg.host) + ": must be " + rule_host);
+  if (auto why = check_tls_settings(cfg.tls); !why.empty())
+    fail(why);
+  if (auto why = check_caf_bind("store.host", cfg.host, cfg.tls); !why.empty())
+    fail(why);
   if (!contains(granularities, cfg.granularity))
     fail("store.granularity = " + in_quotes(cfg.granularity) + ": must be one of " + join(granularities));
   if (!toml_config::is_name(cfg.engine_id))

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/config.hpp" // config_error
+#include "runtime/tls.hpp"
 
 namespace ordo {
 
@@ -20,6 +21,7 @@ struct store_config {
   std::string engine_id;              // [store] engine_id: "" = derived (runtime/engine_identity.hpp)
   std::string log_level = "info";     // [log] level
   std::string secret_file;            // [security] secret_file: "" = the default (docs/security.md)
+  tls_settings tls;                   // [security] tls, certificate, key, cafile (runtime/tls.hpp)
 
   uint64_t capacity_bytes() const { return static_cast<uint64_t>(capacity_mb) << 20; }
 };

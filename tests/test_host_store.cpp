@@ -128,6 +128,21 @@ TEST_CASE("host store: reserve, write, commit, then pin returns the verified hea
   CHECK(f.store.check_invariants() == "");
 }
 
+TEST_CASE("host store: an object records who committed it, only once committed") {
+  fixture f(4 * slot);
+  size_t offset = 0;
+  REQUIRE(f.reserve(1, 1000, &offset) == reserve_status::ok);
+  CHECK_FALSE(f.store.set_committer(key(1), "node-a")); // a reservation is not committed yet
+  REQUIRE(f.store.commit(key(1)));
+  REQUIRE(f.store.committer_of(key(1)) != nullptr);
+  CHECK(*f.store.committer_of(key(1)) == "");
+  CHECK(f.store.set_committer(key(1), "node-a"));
+  CHECK(*f.store.committer_of(key(1)) == "node-a");
+  CHECK(f.store.committer_of(key(2)) == nullptr);
+  f.store.evict_all();
+  CHECK(f.store.committer_of(key(1)) == nullptr);
+}
+
 TEST_CASE("host store: a reservation is invisible until committed") {
   fixture f(4 * slot);
   REQUIRE(f.reserve(1, slot_data) == reserve_status::ok);

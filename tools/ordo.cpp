@@ -13,6 +13,7 @@
 #include "tools/bench.hpp"
 #include "runtime/version.hpp"
 #include "tools/demo.hpp"
+#include "tools/certs.hpp"
 #include "tools/model_tool.hpp"
 #include "tools/process_signals.hpp"
 #include "tools/proxy.hpp"
@@ -121,6 +122,15 @@ int main(int argc, char** argv) {
   model_random_cmd->add_option("--out", random_opts.out_dir, "directory to write config.json and model.safetensors to")->required();
   model_random_cmd->add_option("--layers", random_opts.num_layers, "keep the first N layers (0: all)");
   model_random_cmd->add_option("--seed", random_opts.seed, "seed of the values (same seed, same bytes)");
+
+  auto* certs_cmd = app.add_subcommand("certs", "make the deployment's CA and certificates for security.tls "
+                                                 "(docs/security.md)");
+  ordo::certs_options certs;
+  certs_cmd->add_option("--dir", certs.dir, "directory of ca.crt, ca.key and NAME.crt, NAME.key (made 0700)")
+      ->required();
+  certs_cmd->add_option("--role", certs.role, "admin | node: an admin certificate may evict_all at a store");
+  certs_cmd->add_option("--days", certs.days, "validity in days (1..3650)");
+  certs_cmd->add_option("names", certs.names, "one certificate per name (a process, a host)");
 
   auto* demo_cmd = app.add_subcommand("demo", "run a multi-turn workload twice with an HBM eviction between");
   std::string demo_config = "configs/default.toml";
@@ -246,6 +256,8 @@ int main(int argc, char** argv) {
   }
   if (*model_random_cmd)
     return ordo::run_model_random(random_opts);
+  if (*certs_cmd)
+    return ordo::run_certs(certs);
   if (*demo_cmd) {
     if (!demo_trace.empty())
       demo_sets.push_back("trace.path=" + demo_trace);

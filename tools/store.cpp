@@ -56,8 +56,11 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   }
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
   deployment_secret secret;
+  std::shared_ptr<const tls_context> tls; // security.tls on: mutual TLS, hellos signed (docs/security.md)
   try {
     secret = load_or_create_secret(cfg.secret_file);
+    if (cfg.tls.on())
+      tls = tls_context::load(cfg.tls.files());
   } catch (const std::exception& e) {
     std::cerr << "ordo store: " << e.what() << "\n";
     return 2;
@@ -81,6 +84,7 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
   opt.granularity = cfg.granularity;
   opt.boot_id = boot_id();
   opt.secret = secret.key;
+  opt.tls = tls;
   auto shared = opt.shared;
   store_server_actor server = spawn_store_server(sys, std::move(opt));
   auth_acceptor_handle acceptor;
@@ -100,6 +104,7 @@ int run_store(const std::string& config_path, const std::vector<std::string>& se
     ao.host = cfg.host;
     ao.port = static_cast<uint16_t>(cfg.port);
     ao.key = secret.key;
+    ao.tls = tls;
     ao.live = [shared] { return shared->view().sessions; };
     acceptor = spawn_auth_acceptor(sys, server, ao);
   } catch (const std::exception& e) {
