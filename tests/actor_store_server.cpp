@@ -19,6 +19,8 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/store_server.hpp"
+#include "runtime/tls.hpp"
+#include "tests/scratch_dir.hpp"
 #include "runtime/engine_identity.hpp"
 
 using namespace ordo;
@@ -40,7 +42,8 @@ struct server_side {
   store_server_actor server;
   uint16_t port = 0;
 
-  explicit server_side(std::optional<secret_key> secret = std::nullopt) {
+  explicit server_side(std::optional<secret_key> secret = std::nullopt,
+                       std::shared_ptr<const tls_context> tls = nullptr) {
     configure_store_wire(cfg);
     quiet(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
@@ -50,6 +53,7 @@ struct server_side {
     opt.granularity = "block";
     opt.boot_id = boot_id();
     opt.secret = secret;
+    opt.tls = std::move(tls);
     shared = opt.shared;
     shared->set_engine_id("store-test");
     server = spawn_store_server(*sys, std::move(opt));
@@ -332,6 +336,74 @@ TEST_CASE("store server: its welcome proves the deployment secret over the hello
   auto w2 = get_ok<store_welcome>(node2.ask<store_welcome>(hello_as("node-proof-2")));
   CHECK(w2.proof.empty());
   CHECK_FALSE(store_welcome_proven(key, w2, hello_as("node-proof-2")));
+}
+
+TEST_CASE("store server: with certificates a hello is signed, and only an admin certificate may evict_all",
+          "[store_server]") {
+  const std::string pki = ordo::test::scratch_dir("store_tls");
+  ensure_certificate_authority(pki);
+  for (const char* name : {"store", "node"})
+    issue_certificate(pki, name, "node", 30);
+  issue_certificate(pki, "ops", "admin", 30);
+  const std::string other = pki + "/other";
+  ensure_certificate_authority(other);
+  issue_certificate(other, "stranger", "admin", 30);
+  auto load = [](const std::string& dir, const std::string& name, const std::string& ca_dir) {
+    return tls_context::load({dir + "/" + name + ".crt", dir + "/" + name + ".key", ca_dir + "/ca.crt"});
+  };
+  secret_key key{};
+  key[0] = 7;
+  server_side server(key, load(pki, "store", pki));
+  auto signed_hello = [&](const std::string& engine, const tls_context* by) {
+    store_hello h = hello_as(engine);
+    h.mac = store_hello_mac(key, h);
+    if (by)
+      sign_store_hello(*by, h);
+    return h;
+  };
+  auto node_cert = load(pki, "node", pki);
+  auto admin_cert = load(pki, "ops", pki);
+  auto stranger_cert = load(other, "stranger", other);
+
+  client_side plain(server.port);
+  auto w = get_ok<store_welcome>(plain.ask<store_welcome>(signed_hello("node-plain", nullptr)));
+  CHECK_FALSE(w.ok);
+  CHECK_THAT(w.why, Catch::Matchers::Contains("no certificate"));
+  w = get_ok<store_welcome>(plain.ask<store_welcome>(signed_hello("node-stranger", stranger_cert.get())));
+  CHECK_FALSE(w.ok);
+  CHECK_THAT(w.why, Catch::Matchers::Contains("does not verify against the deployment's CA"));
+  store_hello promoted = signed_hello("node-promoted", node_cert.get());
+  promoted.certificate = admin_cert->certificate_pem(); // another certificate over the node's signature
+  w = get_ok<store_welcome>(plain.ask<store_welcome>(promoted));
+  CHECK_FALSE(w.ok);
+  CHECK_THAT(w.why, Catch::Matchers::Contains("signature that does not verify"));
+  CHECK(server.shared->view().hellos_refused_credential_total == 3);
+
+  // A node certificate's session writes, but its evict_all is dropped and counted.
+  client_side node(server.port);
+  REQUIRE(get_ok<store_welcome>(node.ask<store_welcome>(signed_hello("node-n", node_cert.get()))).ok);
+  store_step s = step_of(1);
+  s.reserves = {ref_of(1)};
+  REQUIRE(get_ok<store_step_done>(node.ask<store_step_done>(s)).reserves.at(0).ok);
+  s = step_of(2);
+  s.commits = {key_of(1)};
+  REQUIRE(get_ok<store_step_done>(node.ask<store_step_done>(s)).stats.commits_total == 1);
+  s = step_of(3);
+  s.evict_all = true;
+  auto done = get_ok<store_step_done>(node.ask<store_step_done>(s));
+  CHECK(done.num_evicted == 0);
+  CHECK(done.stats.num_objects == 1);
+  CHECK(server.shared->view().orders_refused_role_total == 1);
+
+  // An admin certificate's session of the same namespace evicts.
+  client_side ops(server.port);
+  REQUIRE(get_ok<store_welcome>(ops.ask<store_welcome>(signed_hello("ops", admin_cert.get()))).ok);
+  s = step_of(1);
+  s.evict_all = true;
+  done = get_ok<store_step_done>(ops.ask<store_step_done>(s));
+  CHECK(done.num_evicted == 1);
+  CHECK(done.stats.num_objects == 0);
+  CHECK(server.shared->view().orders_refused_role_total == 1);
 }
 
 TEST_CASE("store server: a session cannot release another session's pins", "[store_server]") {
