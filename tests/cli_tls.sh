@@ -120,6 +120,48 @@ for seed in 1 2; do
   check "seed $seed: a decode node with another CA's certificate recomputes exactly, pulling nothing" \
     test "$(field "$got" 1) $(field "$got" 2) $(field "$got" 3)" = "200 $clean 0"
 done
+# Strangers at the TLS store's port: idle sockets, random bytes, a handshake record that never
+# finishes. The acceptor's caps and 2 s deadline hold under TLS as in the clear.
+cat >"$tmp/attack.py" <<'EOF'
+import random, socket, sys, time
+port, r = int(sys.argv[1]), random.Random(36)
+socks = []
+for i in range(300):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    except OSError:
+        continue
+    if i % 3 == 1:
+        s.sendall(bytes(r.randrange(256) for _ in range(r.randrange(1, 600))))
+    elif i % 3 == 2:
+        s.sendall(b"\x16\x03\x01\x40\x00" + bytes(40))  # a handshake record claiming 16 KiB
+    socks.append(s)
+time.sleep(3)
+closed = 0
+for s in socks:
+    s.settimeout(2)
+    try:
+        while s.recv(4096):
+            pass
+        closed += 1
+    except socket.timeout:
+        pass  # still open
+    except OSError:
+        closed += 1  # reset
+print(len(socks), closed)
+EOF
+got=$(timeout 60 python3 "$tmp/attack.py" "$store_port")
+check "300 strangers at the TLS port were all closed within the deadline" test "$got" = "300 300"
+S_HTTP=$(http_of "$tmp/store.out")
+check "the store counted them" grep -Eq '^ordo_auth_connections_total\{outcome="(deadline|busy)"\} [1-9]' \
+  <(curl --noproxy '*' -s --max-time 10 "http://$S_HTTP/metrics")
+ask "$S" 640 3 >/dev/null
+curl --noproxy '*' -s --max-time 10 "http://$S/admin/evict" -d '{"tier":"hbm"}' >/dev/null
+got=$(ask "$S" 640 3)
+check "the store still serves its node over TLS, exactly" \
+  test "$(field "$got" 1) $(field "$got" 2)" = "200 $(field "$(ask "$C" 640 3)" 2)"
+check "... from the store" test "$(field "$got" 4)" -gt 0
+
 check "the node without TLS was told the peer requires TLS" grep -q "the peer requires TLS" "$tmp/plain_d.err"
 check "the node with another CA's certificate was told why" \
   grep -Eq "certificate does not verify against security.cafile|TLS: .*(certificate|alert)" "$tmp/foreign_d.err"
