@@ -63,11 +63,24 @@ check "a repeat has the cold run's digest" test -n "$(digest "$long")" -a "$(dig
 status=$(curl_ -o "$tmp/text.json" -w '%{http_code}' "$url/v1/completions" -d '{"prompt": "Hello", "max_tokens": 2}')
 check "a text prompt is a 400" test "$status" = 400
 check "the 400 says why" grep -q "needs a tokenizer" "$tmp/text.json"
+# Alone vs batched: three new prompts sent at once (one batch), then each alone on a fresh node.
+ids() { python3 -c 'import sys; n, s = map(int, sys.argv[1:]); print([(i * 7919 + s * 104729) % 383 for i in range(n)])' "$@" | tr -d ' '; }
+together=()
+for i in 1 2 3; do
+  curl_ "$url/v1/completions" -d "{\"prompt\": $(ids $((150 + 40 * i)) $i), \"max_tokens\": 6}" >"$tmp/together$i.json" &
+  together+=($!)
+done
+wait "${together[@]}"
 stop_all served
 
 printf '[model]\npath = "%s/"\nserved_model_name = "tiny-qwen"\n' "$fixture" >"$tmp/named.toml"
 start named node --config "$tmp/named.toml" --port 0
-check "model.served_model_name is what /v1/models shows" \
-  grep -q '"id":"tiny-qwen"' <<<"$(curl_ "http://$(http_of "$tmp/named.out")/v1/models")"
+named_url=http://$(http_of "$tmp/named.out")
+check "model.served_model_name is what /v1/models shows" grep -q '"id":"tiny-qwen"' <<<"$(curl_ "$named_url/v1/models")"
+for i in 1 2 3; do
+  alone=$(curl_ "$named_url/v1/completions" -d "{\"prompt\": $(ids $((150 + 40 * i)) $i), \"max_tokens\": 6}")
+  check "prompt $i: batched with two others == alone on a fresh node" \
+    test -n "$(digest "$alone")" -a "$(digest "$alone")" = "$(digest "$(cat "$tmp/together$i.json")")"
+done
 stop_all named
 finish

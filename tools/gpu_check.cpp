@@ -22,6 +22,7 @@
 #include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/dtype.hpp"
 #include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gate.hpp"
 #include "kernels/cpu/gdn.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/mlp.hpp"
@@ -36,6 +37,7 @@
 #include "kernels/kernel_table.hpp"
 #include "runtime/device_registry.hpp"
 #include "runtime/model.hpp"
+#include "runtime/models/hf_model.hpp"
 #include "tools/batch_builder.hpp"
 
 using namespace ordo;
@@ -593,6 +595,65 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     v.add(m, st);
     report("gdn" + tag, v);
   }
+  // The Qwen3.5 ops: GDN with half as many key heads as value heads and Qwen's decay (ungated
+  // output), the gated per-head RMSNorm after it, per-head q/k norms, partial RoPE, the output gate.
+  {
+    batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
+    const int32_t H = sh.heads, Hk = sh.heads / 2, dk = sh.gdn_dk, dv = sh.gdn_dv, T = b.h.num_tokens;
+    const int32_t ldq = 2 * Hk * dk + H * dv + 3, lda = H * (2 + dv) + 1;
+    const size_t state_floats = size_t(H) * dv * dk, slot_bytes = (state_floats * 4 + 128 + 255) / 256 * 256;
+    auto st = m.of(r.floats(b.num_slots * slot_bytes / 4, -0.5f, 0.5f));
+    auto qkv = m.of(r.floats(size_t(T) * ldq, -2, 2));
+    auto abz = m.of(r.floats(size_t(T) * lda, -30, 30)); // a + dt_bias across softplus's thresholds
+    auto dt_bias = m.of(r.floats(H, -1, 1));
+    auto neg_exp_a = m.of(r.floats(H, -8, -0.01f));
+    auto out = m.of(std::vector<float>(size_t(T) * H * dv));
+    gdn_args h{b.h, qkv.h, ldq, abz.h, lda, dt_bias.h, out.h, H * dv, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 128,
+               b.num_slots, H, dk, dv, Hk, neg_exp_a.h};
+    gdn_args d{b.d, qkv.d, ldq, abz.d, lda, dt_bias.d, out.d, H * dv, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 128,
+               b.num_slots, H, dk, dv, Hk, neg_exp_a.d};
+    run([&] { cpu::gdn(h); }, [&] { kt.gdn(cs, d); });
+    verdict v;
+    v.add(m, out);
+    v.add(m, st);
+    report("gdn qwen (key heads " + std::to_string(Hk) + ")" + tag, v);
+    auto w = m.of(r.floats(dv, 0.5f, 1.5f));
+    rmsnorm_args hn{out.h, H * dv, w.h, out.h, H * dv, T, dv, 1e-6f, H, abz.h + 2 * H, lda};
+    rmsnorm_args dn{out.d, H * dv, w.d, out.d, H * dv, T, dv, 1e-6f, H, abz.d + 2 * H, lda};
+    run([&] { cpu::rmsnorm(hn); }, [&] { kt.rmsnorm(cs, dn); });
+    verdict vn;
+    vn.add(m, out);
+    report("rmsnorm gated, per head, in place" + tag, vn);
+  }
+  for (int32_t hd : {sh.head_dim, 256}) {
+    const int32_t rows = 20, heads = sh.heads, ld = 2 * heads * hd + 8, rot = hd / 4, maxp = 256;
+    auto x = m.of(r.floats(size_t(rows) * ld, -3, 3));
+    auto w = m.of(r.floats(hd, 0.5f, 1.5f));
+    run([&] { cpu::rmsnorm({x.h, ld, w.h, x.h, ld, rows, hd, 1e-6f, heads}); },
+        [&] { kt.rmsnorm(cs, {x.d, ld, w.d, x.d, ld, rows, hd, 1e-6f, heads}); });
+    verdict vn;
+    vn.add(m, x);
+    report("rmsnorm per head, hd " + std::to_string(hd) + tag, vn);
+    std::vector<float> cs_table(size_t(maxp) * rot);
+    for (int32_t p = 0; p < maxp; ++p)
+      for (int32_t i = 0; i < rot / 2; ++i) {
+        cs_table[(size_t(p) * rot / 2 + i) * 2] = float(std::cos(p * std::pow(5e6, -2.0 * i / rot)));
+        cs_table[(size_t(p) * rot / 2 + i) * 2 + 1] = float(std::sin(p * std::pow(5e6, -2.0 * i / rot)));
+      }
+    auto tab = m.of(cs_table);
+    auto pos = m.of(r.ints(rows, 0, maxp - 1));
+    run([&] { cpu::rope({x.h, ld, pos.h, tab.h, rows, heads, hd, maxp, rot}); },
+        [&] { kt.rope(cs, {x.d, ld, pos.d, tab.d, rows, heads, hd, maxp, rot}); });
+    verdict vr;
+    vr.add(m, x);
+    report("rope partial (" + std::to_string(rot) + " of " + std::to_string(hd) + ")" + tag, vr);
+    auto gate = m.of(r.floats(size_t(rows) * ld, -12, 12));
+    run([&] { cpu::output_gate({x.h, ld, gate.h + heads * hd, ld, rows, heads * hd}); },
+        [&] { kt.output_gate(cs, {x.d, ld, gate.d + heads * hd, ld, rows, heads * hd}); });
+    verdict vg;
+    vg.add(m, x);
+    report("output_gate, hd " + std::to_string(hd) + tag, vg);
+  }
   {
     batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
     const size_t slot_bytes = 256;
@@ -861,9 +922,10 @@ struct model_run {
   std::unique_ptr<test::batch_builder> builder;
 
   model_run(std::unique_ptr<device> d, model_preset p, kv_dtype kv, matmul_mode mm = matmul_mode::exact,
-            weight_dtype weights = weight_dtype::fp32)
+            weight_dtype weights = weight_dtype::fp32, std::shared_ptr<const hf_checkpoint> checkpoint = nullptr)
       : dev(std::move(d)) {
     model_options o;
+    o.checkpoint = std::move(checkpoint);
     o.preset = p;
     o.size = model_size::tiny;
     o.seed = 7;
@@ -1006,6 +1068,24 @@ int main(int argc, char** argv) {
                     rg.decoded == rc.decoded ? "same" : "DIFF", same ? "yes" : "NO");
         failures += !same + !chunked + !hit + !batched;
       }
+    // Hugging Face checkpoints (tests/data/hf/, run from the repository root): the same table.
+    for (const char* name : {"qwen3_5_text", "qwen3_5_vl_sharded", "qwen3_next_dense"}) {
+      const auto ck = std::make_shared<const hf_checkpoint>(load_hf_checkpoint(std::string("tests/data/hf/") + name));
+      for (kv_dtype kv : {kv_dtype::fp32, kv_dtype::bf16, kv_dtype::fp8}) {
+        model_run g(make_gpu_device(0), model_preset::dense, kv, matmul_mode::exact, weight_dtype::fp32, ck);
+        model_run c(make_cpu_device({}), model_preset::dense, kv, matmul_mode::exact, weight_dtype::fp32, ck);
+        const scenario_result rg = scenario(g), rc = scenario(c);
+        const bool same = rg.cold == rc.cold && rg.chunked == rc.chunked && rg.batched == rc.batched &&
+                          rg.decode == rc.decode && rg.decoded == rc.decoded;
+        const bool chunked = rg.chunked == rg.cold, batched = rg.batched == rg.cold;
+        char label[64], digest[32];
+        std::snprintf(label, sizeof label, "%s / %s", name, to_string(kv));
+        std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(rg.cold));
+        std::printf("| %-28s | %-16s | %-7s | %-7s | %-7s | %-7s | %-9s |\n", label, digest, chunked ? "same" : "DIFF",
+                    "n/a", batched ? "same" : "DIFF", rg.decoded == rc.decoded ? "same" : "DIFF", same ? "yes" : "NO");
+        failures += !same + !chunked + !batched;
+      }
+    }
     // device.matmul = "tf32" and model.weight_dtype = "bf16": not equal to the CPU, but cold,
     // chunked, HBM hit and batched must still agree bitwise on the GPU; the greedy tokens against
     // the CPU's are shown, not required.
