@@ -29,7 +29,8 @@ clean:
 # there, `gpu-bundle/checks` runs every GPU check (tools/gpu_checks.sh), `gpu-bundle/trace_checks`
 # the trace checks (tools/gpu_trace_checks.sh), `gpu-bundle/store_checks` the store server checks
 # (tools/gpu_store_checks.sh), `gpu-bundle/pd_checks` the P/D topologies with GPU nodes
-# (tools/gpu_pd_checks.sh), `gpu-bundle/speed` issue 14's speed table in one call
+# (tools/gpu_pd_checks.sh), `gpu-bundle/model_checks` the Hugging Face checkpoints CPU == GPU
+# (tools/gpu_model_checks.sh), `gpu-bundle/speed` issue 14's speed table in one call
 # (tools/gpu_speed.sh), and `gpu-bundle/run` is ordo.
 # `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
 GPU_BUILD ?= build-gpu
@@ -48,6 +49,7 @@ gpu-bundle: gpu
 	cp tools/gpu_trace_checks.sh gpu-bundle/trace_checks
 	cp tools/gpu_store_checks.sh gpu-bundle/store_checks
 	cp tools/gpu_pd_checks.sh gpu-bundle/pd_checks
+	cp tools/gpu_model_checks.sh gpu-bundle/model_checks
 	cp tools/gpu_speed.sh gpu-bundle/speed
 
 gpu-amd-check:
