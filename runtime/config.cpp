@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -178,8 +179,23 @@ public:
   }
 };
 
-// vLLM's --kv-transfer-config shape: {"kv_connector":"none","kv_role":"kv_both"}.
-void apply_kv_transfer_json(const reader& r, node_config& cfg) {
+// Where a key was given: 0 = absent, 1 = the file, 2 = a --set (which overrides the file).
+struct key_levels {
+  const reader& r;
+  const std::set<std::string>& set_keys;
+  int of(const std::string& section, const std::string& key) const {
+    if (set_keys.count(section + "." + key))
+      return 2;
+    return r.has(section, key) ? 1 : 0;
+  }
+};
+
+// vLLM's --kv-transfer-config shape: {"kv_connector":"none","kv_role":"kv_both"}. Beside the TOML
+// keys it spells, the form given at the higher level wins (a --set over the file's); two forms
+// given at the same level that disagree are refused.
+void apply_kv_transfer_json(const reader& r, node_config& cfg, const std::set<std::string>& set_keys) {
+  const key_levels level{r, set_keys};
+  const int json_level = level.of("kv_transfer", "config");
   auto n = r.find("kv_transfer", "config");
   if (!n)
     return;
@@ -223,10 +239,12 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
         if (!ev.is_string())
           fail(key + ": kv_connector_extra_config.address = " + ev.dump() + ": must be a string \"HOST:PORT\"");
         std::string a = ev.get<std::string>();
-        if (r.has("store", "address") && a != cfg.store_address)
+        const int other = level.of("store", "address");
+        if (other == json_level && a != cfg.store_address)
           fail(key + ": kv_connector_extra_config.address = " + in_quotes(a) + " disagrees with store.address = " +
                in_quotes(cfg.store_address) + "; set one of them");
-        cfg.store_address = a;
+        if (other <= json_level)
+          cfg.store_address = a;
       }
       continue;
     }
@@ -237,10 +255,12 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
     if (!j.contains(json_key))
       return;
     std::string v = j[json_key].get<std::string>();
-    if (r.has("kv_transfer", toml_key) && v != name_of(table, field))
+    const int other = level.of("kv_transfer", toml_key);
+    if (other == json_level && v != name_of(table, field))
       fail(key + ": " + json_key + " = " + in_quotes(v) + " disagrees with kv_transfer." + toml_key +
            " = " + in_quotes(name_of(table, field)) + "; set one of them");
-    field = choice_named(std::string("kv_transfer.") + toml_key, v, table);
+    if (other <= json_level)
+      field = choice_named(std::string("kv_transfer.") + toml_key, v, table);
   };
   take("kv_connector", "connector", cfg.connector, connector_names);
   take("kv_role", "kv_role", cfg.kv_role, kv_role_names);
@@ -249,8 +269,11 @@ void apply_kv_transfer_json(const reader& r, node_config& cfg) {
   // [{"kv_connector":"pd"}, {"kv_connector":"offload"}] (vLLM's shape) or ["pd", "offload"].
   if (!leaves.is_array())
     fail(key + ": connectors = " + leaves.dump() + R"(: must be a list like [{"kv_connector":"pd"},{"kv_connector":"offload"}])");
-  if (r.has("kv_transfer", "connectors"))
+  const int other = level.of("kv_transfer", "connectors");
+  if (other == json_level)
     fail(key + ": connectors and kv_transfer.connectors are both set; set one of them");
+  if (other > json_level)
+    return;
   cfg.leaves.clear();
   for (const auto& leaf : leaves) {
     std::string name;
@@ -315,7 +338,7 @@ std::string leaves_text(const node_config& cfg) {
   return join(names, ",");
 }
 
-node_config from_table(const toml::table& root) {
+node_config from_table(const toml::table& root, const std::set<std::string>& set_keys) {
   reader r(root);
   node_config cfg;
   constexpr int64_t i32_min = INT32_MIN, i32_max = INT32_MAX, i64_max = INT64_MAX;
@@ -358,7 +381,7 @@ node_config from_table(const toml::table& root) {
   r.string("store", "expect_identity", cfg.store_expect_identity, "a store engine id (\"\" = any)");
   i32("store", "deadline_ms", cfg.store_deadline_ms, rule_deadline);
   read_leaves(r, cfg);
-  apply_kv_transfer_json(r, cfg);
+  apply_kv_transfer_json(r, cfg, set_keys);
   cfg.pd_lease_ms = r.integer("pd", "lease_ms", cfg.pd_lease_ms, 0, 3600000, rule_lease_ms);
   r.string("pd", "transport", cfg.pd_transport, "one of " + join(store_transports));
   read_pd_peers(r, cfg);
@@ -395,7 +418,14 @@ const char* to_string(connector_kind k) { return name_of(connector_names, k).c_s
 const char* to_string(kv_role r) { return name_of(kv_role_names, r).c_str(); }
 
 node_config parse_config(const std::string& toml_text, const std::vector<std::string>& overrides) {
-  node_config cfg = from_table(toml_config::parse(toml_text, overrides, node_schema()));
+  std::set<std::string> set_keys; // "section.key" of each --set, which overrides the file
+  for (const auto& o : overrides) {
+    std::string k = o.substr(0, o.find('='));
+    k.erase(0, k.find_first_not_of(" \t"));
+    k.erase(k.find_last_not_of(" \t") + 1);
+    set_keys.insert(k);
+  }
+  node_config cfg = from_table(toml_config::parse(toml_text, overrides, node_schema()), set_keys);
   validate(cfg);
   return cfg;
 }

@@ -431,6 +431,15 @@ config = '{"kv_connector":1}')"),
 connector = "none"
 config = '{"kv_connector":"offload"}')"),
              Equals(R"(kv_transfer.config = '{"kv_connector":"offload"}': kv_connector = "offload" disagrees with kv_transfer.connector = "none"; set one of them)"));
+  // A --set overrides the file's form, whichever form each is; two --set forms that disagree are
+  // refused as two file forms are.
+  const std::string shipped = "[kv_transfer]\nconnector = \"none\"\nkv_role = \"kv_both\"\n";
+  const node_config over = parse_config(shipped, {R"(kv_transfer.config={"kv_connector":"offload","kv_role":"kv_both"})"});
+  CHECK(over.connector == connector_kind::offload);
+  CHECK(parse_config("[kv_transfer]\nconfig = '{\"kv_connector\":\"offload\"}'\n", {"kv_transfer.connector=none"})
+            .connector == connector_kind::none);
+  CHECK_THAT(error_of("", {"kv_transfer.connector=none", R"(kv_transfer.config={"kv_connector":"offload"})"}),
+             Catch::Matchers::Contains(R"(kv_connector = "offload" disagrees with kv_transfer.connector = "none"; set one of them)"));
   const std::string bad_json = error_of("[kv_transfer]\nconfig = '{\"kv_connector\":'");
   CHECK(bad_json.rfind(R"(kv_transfer.config = '{"kv_connector":': invalid JSON ()", 0) == 0);
 }
