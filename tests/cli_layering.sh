@@ -6,7 +6,8 @@
 #   - a file under runtime/ includes kernels/ other than the kernel ABI (kernels/kernel_args.hpp,
 #     kernels/batch.hpp, kernels/kv_layout.hpp, the kernel table interface kernels/kernel_table.hpp)
 #     and kernels/cpu/hash.hpp (the integer hash weight generation shares bit for bit with kernels);
-#   - a file under tools/ includes tests/.
+#   - a file under tools/ includes tests/;
+#   - a test helper that reads a metric returns a default for a missing series.
 # Usage: cli_layering.sh [ORDO] (CTest passes the ordo binary; it is not needed).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +34,20 @@ check() {
 check kernels runtime "$kernels_may_include"
 check runtime kernels "$runtime_may_include"
 check tools tests ""
+
+# A test helper that reads a metric fails on a missing series (a default of 0 lets a test pass on
+# a renamed or absent series): each C++ `metric…(` definition in tests/ REQUIREs the series within
+# its first 8 lines, each Python `def metric…(` raises.
+while IFS=: read -r file line _; do
+  sed -n "${line},$((line + 8))p" "$file" | grep -q 'REQUIRE(' && continue
+  echo "metrics: $file:$line: a metric helper must REQUIRE its series (not return a default)"
+  failed=1
+done < <(grep -HnE '^(double|int64_t|uint64_t|auto|int) metric[a-z_]*\(' tests/*.cpp tests/*.hpp 2>/dev/null)
+while IFS=: read -r file line _; do
+  sed -n "${line},$((line + 8))p" "$file" | grep -q 'raise' && continue
+  echo "metrics: $file:$line: a metric helper must raise on a missing series (not return None)"
+  failed=1
+done < <(grep -HnE '^def metric[a-z_]*\(' tests/*.py 2>/dev/null)
 
 ((failed)) && { echo "cli_layering: FAILED"; exit 1; }
 echo "cli_layering: passed"

@@ -26,12 +26,12 @@ void evict_hbm(int port) {
   REQUIRE(res.status == 200);
 }
 
-// The value of one Prometheus series ("name" or "name{labels}"), 0 when absent.
+// The value of one Prometheus series ("name" or "name{labels}"); fails when the series is missing.
 double metric(int port, const std::string& series) {
   auto text = http_get(port, "/metrics").body;
   auto at = text.find("\n" + series + " ");
-  if (at == std::string::npos)
-    return 0;
+  INFO("series " << series);
+  REQUIRE(at != std::string::npos);
   return std::stod(text.substr(at + series.size() + 2));
 }
 

@@ -145,7 +145,9 @@ def health(endpoint):
 def metric(endpoint, name):
     text = http("GET", endpoint, "/metrics")[1]
     m = re.search(r"^" + re.escape(name) + r" (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
+    if not m:
+        raise AssertionError("GET %s/metrics has no series %s" % (endpoint, name))
+    return float(m.group(1))
 
 
 def wait_for(cond, timeout, step=0.1):
