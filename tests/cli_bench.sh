@@ -125,10 +125,13 @@ check "pd names its three nodes' pids" test "$(echo $pd_pids | wc -w)" -eq 3
 for p in $pd_pids; do
   check "node pid $p is gone after the bench" test ! -e "/proc/$p"
 done
-"$ordo" bench pd --config configs/dense.toml --set server.host=203.0.113.1 --prompt-tokens 64 --repeats 1 \
+# A P/D node that cannot start: TLS on with a certificate that is not there (an actor port beyond
+# loopback without TLS is refused before it could fail to bind).
+"$ordo" bench pd --config configs/dense.toml --set security.tls=on --set security.certificate="$tmp/none.crt" \
+  --set security.key="$tmp/none.key" --set security.cafile="$tmp/none.crt" --prompt-tokens 64 --repeats 1 \
   >"$tmp/out" 2>"$tmp/err"
 check "pd with a node that cannot start exits 1" test $? -eq 1
-check "pd prints that node's stderr" grep -q "cannot bind 203.0.113.1" "$tmp/err"
+check "pd prints that node's stderr" grep -q "security.certificate = $tmp/none.crt: cannot read it" "$tmp/err"
 # 10 tokens hold no full block of 16: nothing to transfer, so the decode node recomputes.
 "$ordo" bench pd --config configs/dense.toml --prompt-tokens 10 --repeats 1 >"$tmp/out" 2>"$tmp/err"
 check "pd whose decode took nothing from the prefill node exits 1" test $? -eq 1
