@@ -25,14 +25,10 @@
 #include "messages/store.hpp"
 #include "runtime/deployment_secret.hpp"
 #include "runtime/locked_view.hpp"
+#include "runtime/store_sessions.hpp" // store_piece_max_bytes, store_session_counters
 #include "runtime/tls.hpp"
 
 namespace ordo {
-
-// The largest piece of a store_read / store_write (store.transport = "tcp"): a few MiB, so one
-// BASP message never approaches the connection timeout (the receiver's liveness is refreshed per
-// whole message).
-inline constexpr uint64_t store_piece_max_bytes = uint64_t{4} << 20;
 
 // The CAF app identifier both sides set (middleman.app-identifiers) and store_hello::wire.
 inline constexpr const char* store_wire_name = "ordo-wire-1";
@@ -77,24 +73,15 @@ private:
 };
 
 // What GET /health and /metrics show: a copy made under the lock.
-struct store_server_view {
+struct store_server_view : store_session_counters {
   std::string engine_id;
   std::string arena_socket; // abstract AF_UNIX name handing out the arena's fd ("" = none yet)
   std::string granularity;
   store_stats stats;
   int64_t sessions = 0;
-  uint64_t hellos_refused_total = 0;
-  uint64_t requests_refused_total = 0; // store_step / store_contains refused (no session, order)
-  uint64_t sessions_ended_total = 0;
-  uint64_t hellos_refused_credential_total = 0; // no valid MAC over the hello (docs/security.md)
-  uint64_t orders_refused_role_total = 0;       // reserves or evict_all of a read-only (kv_consumer) session
-  // P/D leases (docs/pd.md): held now, and how each one ended.
+  // P/D leases (docs/pd.md) held now; the counters say how each one ended.
   int64_t leases_active = 0;
   int64_t leased_objects = 0;
-  uint64_t leases_total = 0;
-  uint64_t leases_released_total = 0;
-  uint64_t leases_expired_total = 0;
-  uint64_t commits_corrupted_total = 0; // faults.corrupt_commits
 };
 
 // The state the server actor shares with other threads (the HTTP thread, the process's main).
