@@ -25,7 +25,7 @@
 #include <caf/error.hpp>
 #include <caf/sec.hpp>
 
-#include "messages/trace_file.hpp"
+#include "messages/trace/trace_file.hpp"
 
 namespace ordo {
 

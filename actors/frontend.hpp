@@ -1,4 +1,4 @@
-// frontend: the bridge between the HTTP server thread (actors/http_server.hpp) and the actors.
+// frontend: the bridge between the HTTP server thread (actors/net/http_server.hpp) and the actors.
 //
 // HTTP thread: routes, checks the bearer keys, and hands each request body to the parse worker.
 // Parse worker (its own thread): parses and validates the body (runtime/completion_api.hpp),
@@ -30,7 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/door.hpp"
-#include "actors/http_server.hpp"
+#include "actors/net/http_server.hpp"
 #include "actors/interfaces.hpp"
 #include "runtime/completion_api.hpp"
 #include "runtime/worker_pool.hpp"

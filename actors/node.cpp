@@ -15,7 +15,7 @@
 #include "actors/block_pool.hpp"
 #include "actors/connector.hpp"
 #include "actors/frontend.hpp"
-#include "actors/http_server.hpp"
+#include "actors/net/http_server.hpp"
 #include "actors/model_runner.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/store.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "runtime/model.hpp"
-#include "runtime/trace.hpp"
+#include "messages/trace/device_ops.hpp"
 
 namespace ordo {
 

@@ -29,7 +29,7 @@ struct node_model_facts {
   std::string device_name;     // names the numerics of non-exact matmuls
 };
 
-// The HTTP server's numbers (actors/http_server.hpp's options take them).
+// The HTTP server's numbers (actors/net/http_server.hpp's options take them).
 struct node_http_limits {
   std::string host;
   int port = 0;

@@ -31,7 +31,7 @@
 #include "runtime/device.hpp"
 #include "runtime/model.hpp"
 #include "runtime/page_units.hpp"
-#include "runtime/trace.hpp"
+#include "messages/trace/device_ops.hpp"
 
 namespace ordo {
 

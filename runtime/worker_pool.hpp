@@ -1,10 +1,15 @@
-// A fixed set of threads running posted jobs in order of posting: the node's request parser (one
-// thread, actors/frontend.hpp) and the proxy's upstream calls (tools/proxy.cpp).
+// The one thread pool: a fixed set of threads running posted jobs in order of posting. The node's
+// request parser (one thread, actors/frontend.hpp), the proxy's upstream calls
+// (tools/proxy/proxy.cpp) and the object checksum's pieces (runtime/checksum.cpp, for_each_index).
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -27,6 +32,47 @@ public:
       jobs_.push_back(std::move(job));
     }
     wake_.notify_one();
+  }
+
+  unsigned size() const { return static_cast<unsigned>(threads_.size()); }
+
+  // Runs fn(i) for every i < n on the calling thread and at most `helpers` of the pool's threads,
+  // and returns when every call has returned. A helper that starts after the caller ran out of
+  // indices takes no part (it never touches fn), so a busy pool only costs parallelism.
+  void for_each_index(size_t n, unsigned helpers, const std::function<void(size_t)>& fn) {
+    struct shared_job {
+      std::atomic<size_t> next{0};
+      size_t n = 0;
+      const std::function<void(size_t)>* fn = nullptr;
+      std::mutex m;
+      std::condition_variable idle;
+      unsigned busy = 0;
+      bool closed = false; // the caller drained the indices: late helpers return at once
+      void drain() {
+        for (size_t i; (i = next.fetch_add(1)) < n;)
+          (*fn)(i);
+      }
+    };
+    auto job = std::make_shared<shared_job>();
+    job->n = n;
+    job->fn = &fn;
+    for (unsigned h = 0; h < std::min<unsigned>(helpers, size()); ++h)
+      post([job] {
+        {
+          std::lock_guard<std::mutex> lock(job->m);
+          if (job->closed)
+            return;
+          ++job->busy;
+        }
+        job->drain();
+        std::lock_guard<std::mutex> lock(job->m);
+        if (--job->busy == 0)
+          job->idle.notify_all();
+      });
+    job->drain();
+    std::unique_lock<std::mutex> lock(job->m);
+    job->closed = true;
+    job->idle.wait(lock, [&] { return job->busy == 0; });
   }
 
   // Runs what is queued, then joins (a job may call it: its own thread is not joined). Idempotent.

@@ -9,7 +9,8 @@
 // mutations whose effect depends on where they land (noise, NULs, a wrong length), a reference
 // run of http_parser over the same bytes, which says what the transport must do with them.
 // ORDO_HTTP_FUZZ_SEED=<n> replays another seed.
-#include "actors/http_server.hpp"
+#include "actors/net/http_client.hpp"
+#include "actors/net/http_server.hpp"
 
 #include <catch.hpp>
 #include <http_parser.h>
@@ -440,152 +441,39 @@ expected_outcome reference(const std::string& bytes) {
 
 // --- client ------------------------------------------------------------------------------------
 
-struct response {
-  int status = 0;
-  std::string connection;
-  std::string body;
-};
+// The one HTTP client (actors/net/http_client.hpp), writing raw bytes in pieces.
 
-class fuzz_client {
-public:
-  explicit fuzz_client(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~fuzz_client() {
-    if (fd_ >= 0)
-      ::close(fd_);
-  }
-
-  bool connected() const { return fd_ >= 0; }
-
-  // Sends `bytes` in `pieces` writes. False if the server closed first (it may, after an error).
-  bool send(const std::string& bytes, size_t pieces) {
-    size_t pos = 0;
-    for (size_t i = 0; i < pieces && pos < bytes.size(); ++i) {
-      size_t n = i + 1 == pieces ? bytes.size() - pos : (bytes.size() - pos) / (pieces - i);
-      if (!send_all(bytes.substr(pos, n)))
-        return false;
-      pos += n;
-    }
-    return send_all(bytes.substr(pos));
-  }
-
-  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
-
-  // One response (1xx skipped), or nullopt with `error` set.
-  std::optional<response> read_response(std::string& error) {
-    for (;;) {
-      size_t end;
-      while ((end = buffer_.find("\r\n\r\n")) == std::string::npos)
-        if (!fill(error))
-          return std::nullopt;
-      std::string head = buffer_.substr(0, end);
-      buffer_.erase(0, end + 4);
-      if (head.compare(0, 9, "HTTP/1.1 ") != 0 || head.size() < 12) {
-        error = "bad status line: " + printable(head.substr(0, 60));
-        return std::nullopt;
-      }
-      response r;
-      r.status = std::atoi(head.c_str() + 9);
-      if (r.status < 200)
-        continue;
-      size_t length = 0;
-      bool has_length = false;
-      size_t pos = head.find("\r\n");
-      while (pos != std::string::npos) {
-        size_t next = head.find("\r\n", pos + 2);
-        std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos
-                                                                          : next - pos - 2);
-        if (line.rfind("Content-Length: ", 0) == 0) {
-          length = std::strtoul(line.c_str() + 16, nullptr, 10);
-          has_length = true;
-        } else if (line.rfind("Connection: ", 0) == 0) {
-          r.connection = line.substr(12);
-        }
-        pos = next;
-      }
-      if (!has_length) {
-        error = "response without Content-Length";
-        return std::nullopt;
-      }
-      while (buffer_.size() < length)
-        if (!fill(error))
-          return std::nullopt;
-      r.body = buffer_.substr(0, length);
-      buffer_.erase(0, length);
-      return r;
-    }
-  }
-
-  // True if the server closes with nothing more to read.
-  bool closes_cleanly(std::string& error) {
-    while (fill(error)) {
-    }
-    if (error != "closed")
+// Sends `bytes` in `pieces` writes. False if the server closed first (it may, after an error).
+bool send_in_pieces(http_client& client, const std::string& bytes, size_t pieces) {
+  size_t pos = 0;
+  for (size_t i = 0; i < pieces && pos < bytes.size(); ++i) {
+    size_t n = i + 1 == pieces ? bytes.size() - pos : (bytes.size() - pos) / (pieces - i);
+    if (!client.send_raw(bytes.substr(pos, n)))
       return false;
-    if (!buffer_.empty()) {
-      error = "unexpected bytes before the close: " + printable(buffer_, 200);
-      return false;
-    }
-    return true;
+    pos += n;
   }
+  return client.send_raw(bytes.substr(pos));
+}
 
-private:
-  bool send_all(const std::string& bytes) {
-    size_t sent = 0;
-    while (sent < bytes.size()) {
-      ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return false;
-      sent += static_cast<size_t>(n);
-    }
-    return true;
+// One whole response (1xx skipped) with a Content-Length, or nullopt with `error` set.
+std::optional<http_response> read_whole(http_client& client, std::string& error) {
+  http_response r = client.read_response();
+  if (r.status == 0 || !r.error.empty()) {
+    error = r.error;
+    return std::nullopt;
   }
-
-  bool fill(std::string& error) {
-    timeval tv{static_cast<time_t>(read_limit.count() / 1000),
-               static_cast<suseconds_t>(read_limit.count() % 1000 * 1000)};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char buf[16384];
-    for (;;) {
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n > 0) {
-        buffer_.append(buf, static_cast<size_t>(n));
-        return true;
-      }
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n == 0 || errno == ECONNRESET)
-        error = "closed";
-      else if (errno == EAGAIN || errno == EWOULDBLOCK)
-        error = "timed out";
-      else
-        error = std::string("recv: ") + std::strerror(errno);
-      return false;
-    }
+  if (r.header("content-length").empty()) {
+    error = "response without Content-Length";
+    return std::nullopt;
   }
-
-  int fd_ = -1;
-  std::string buffer_;
-};
+  return r;
+}
 
 // --- running a case ----------------------------------------------------------------------------
 
 // Runs one case; returns "" or what went wrong.
 std::string run_case(int port, const fuzz_case& fc, generator& g) {
-  fuzz_client client(port);
+  http_client client(port, static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(read_limit).count()));
   if (!client.connected())
     return "cannot connect";
   std::string error;
@@ -594,10 +482,10 @@ std::string run_case(int port, const fuzz_case& fc, generator& g) {
 
   // Every round but the last is valid: each request gets its own echo, in order.
   for (size_t r = 0; r + 1 < fc.rounds.size(); ++r) {
-    if (!client.send(fc.round_bytes[r], 1 + g.below(3)))
+    if (!send_in_pieces(client, fc.round_bytes[r], 1 + g.below(3)))
       return "send failed in round " + std::to_string(r);
     for (const auto& request : fc.rounds[r]) {
-      auto resp = client.read_response(error);
+      auto resp = read_whole(client, error);
       if (!resp)
         return "round " + std::to_string(r) + ": no response: " + error;
       if (resp->status != 200 || resp->body != request.echo())
@@ -610,25 +498,25 @@ std::string run_case(int port, const fuzz_case& fc, generator& g) {
   // The last round: the reference says what must come back.
   const std::string& bytes = fc.round_bytes.back();
   expected_outcome want = reference(bytes);
-  client.send(bytes, 1 + g.below(4)); // may fail once the server refused and closed
+  send_in_pieces(client, bytes, 1 + g.below(4)); // may fail once the server refused and closed
   for (size_t i = 0; i < want.echoes.size(); ++i) {
-    auto resp = client.read_response(error);
+    auto resp = read_whole(client, error);
     if (!resp)
       return "response " + std::to_string(i) + " missing: " + error;
     if (resp->status != 200 || resp->body != want.echoes[i])
       return "response " + std::to_string(i) + ": got " + std::to_string(resp->status) + " \"" +
              printable(resp->body) + "\", want 200 \"" + printable(want.echoes[i]) + "\"";
     bool closing = want.closes_after && i + 1 == want.echoes.size();
-    if (resp->connection != (closing ? "close" : "keep-alive"))
-      return "response " + std::to_string(i) + ": Connection: " + resp->connection;
+    if (resp->header("connection") != (closing ? "close" : "keep-alive"))
+      return "response " + std::to_string(i) + ": Connection: " + resp->header("connection");
     num_answered++;
   }
   if (want.error_status != 0) {
-    auto resp = client.read_response(error);
+    auto resp = read_whole(client, error);
     if (!resp)
       return "error response missing: " + error;
-    if (resp->status != want.error_status || resp->connection != "close")
-      return "got " + std::to_string(resp->status) + " (Connection: " + resp->connection +
+    if (resp->status != want.error_status || resp->header("connection") != "close")
+      return "got " + std::to_string(resp->status) + " (Connection: " + resp->header("connection") +
              "), want " + std::to_string(want.error_status) + " and a close";
     if (resp->body.rfind("{\"error\":{\"code\":null,\"message\":\"", 0) != 0)
       return "error body is not OpenAI-shaped: " + printable(resp->body);
@@ -636,8 +524,8 @@ std::string run_case(int port, const fuzz_case& fc, generator& g) {
   } else if (!want.closes_after) {
     client.shutdown_write(); // an incomplete tail: the client's EOF ends the connection
   }
-  if (!client.closes_cleanly(error))
-    return "the connection did not close cleanly: " + error;
+  if (!client.peer_closed())
+    return "the connection did not close cleanly (bytes after the last response, or no close)";
 
   // What the generator knows, independently of the reference.
   size_t total = 0;
@@ -693,10 +581,10 @@ TEST_CASE("fuzz: valid and mutated requests never crash, stall or fool the serve
     if (!failure.empty())
       FAIL(describe(seed, i, fc) << failure);
     if ((i + 1) % 100 == 0) {
-      fuzz_client health(port);
+      http_client health(port, 2);
       std::string error;
-      REQUIRE(health.send("GET /health HTTP/1.1\r\n\r\n", 1));
-      auto r = health.read_response(error);
+      REQUIRE(health.send_raw("GET /health HTTP/1.1\r\n\r\n"));
+      auto r = read_whole(health, error);
       INFO("after case " << i << ": " << error);
       REQUIRE(r);
       REQUIRE(r->status == 200);

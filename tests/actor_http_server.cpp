@@ -1,5 +1,5 @@
-#include "actors/http_server.hpp"
-#include "tools/http_client.hpp"
+#include "actors/net/http_server.hpp"
+#include "actors/net/http_client.hpp"
 
 #include <catch.hpp>
 
@@ -76,7 +76,7 @@ http_server::handler test_handler(parked& park) {
   };
 }
 
-// A raw loopback client socket, for what http_client_connection hides: a reset (RST), a
+// A raw loopback client socket, for what http_client hides: a reset (RST), a
 // half-close, bytes paced one at a time, reads bounded by a deadline, and IPv6.
 struct raw_socket {
   int fd = -1;
@@ -186,7 +186,7 @@ TEST_CASE("GET and POST round trip with path, query, headers and body") {
   CHECK(get.header("content-type") == "text/plain");
   CHECK(get.body == "GET /echo ?a=1&b=2 x-test= body=");
 
-  http_client_connection c(port);
+  http_client c(port);
   REQUIRE(c.send_raw("POST /echo HTTP/1.1\r\nHost: x\r\nX-Test: yes\r\nContent-Length: 5\r\n\r\n"
                      "hello"));
   auto post = c.read_response();
@@ -216,7 +216,7 @@ TEST_CASE("keep-alive: two requests on one connection, and pipelined requests in
   http_server server({}, test_handler(park));
   int port = server.start();
 
-  http_client_connection c(port);
+  http_client c(port);
   auto first = c.request("POST", "/echo", "one");
   CHECK(first.status == 200);
   CHECK(first.header("connection") == "keep-alive");
@@ -279,7 +279,7 @@ TEST_CASE("SSE chunks written from another thread arrive as they are written") {
     w->write("data: ignored\n\n"); // after the end: dropped
   });
 
-  http_client_connection c(port);
+  http_client c(port);
   REQUIRE(c.send_request("POST", "/park", R"({"stream":true})"));
   int pieces = 0;
   auto r = c.read_response([&](const std::string& piece) {
@@ -307,7 +307,7 @@ TEST_CASE("malformed HTTP gets 400 and the connection closes") {
   http_server server(options, test_handler(park));
   int port = server.start();
 
-  http_client_connection c(port);
+  http_client c(port);
   REQUIRE(c.send_raw("THIS IS NOT HTTP\r\n\r\n"));
   auto r = c.read_response();
   CHECK(r.status == 400);
@@ -317,7 +317,7 @@ TEST_CASE("malformed HTTP gets 400 and the connection closes") {
   CHECK(r.header("connection") == "close");
   CHECK(c.peer_closed());
 
-  http_client_connection bad_length(port);
+  http_client bad_length(port);
   REQUIRE(bad_length.send_raw("POST /echo HTTP/1.1\r\nContent-Length: abc\r\n\r\n"));
   CHECK(bad_length.read_response().status == 400);
   // The server keeps serving others.
@@ -331,7 +331,7 @@ TEST_CASE("an upgrade or a header name with a space gets 400; requests before it
   int port = server.start();
 
   // "Content-Length : 3" is no Content-Length: passed on, "abc" would become a request.
-  http_client_connection smuggle(port, 5);
+  http_client smuggle(port, 5);
   REQUIRE(smuggle.send_raw("GET /echo?1 HTTP/1.1\r\n\r\n"
                            "POST /echo HTTP/1.1\r\nContent-Length : 3\r\n\r\nabc"));
   CHECK(smuggle.read_response().body == "GET /echo ?1 x-test= body=");
@@ -340,7 +340,7 @@ TEST_CASE("an upgrade or a header name with a space gets 400; requests before it
   CHECK(refused.body.find("invalid character in a header name") != std::string::npos);
   CHECK(smuggle.peer_closed());
 
-  http_client_connection upgrade(port, 5);
+  http_client upgrade(port, 5);
   REQUIRE(upgrade.send_raw("GET /echo?1 HTTP/1.1\r\n\r\n"
                            "GET /echo?2 HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
                            "Content-Length: 5\r\n\r\nhel"));
@@ -352,10 +352,10 @@ TEST_CASE("an upgrade or a header name with a space gets 400; requests before it
 }
 
 TEST_CASE("error bodies are OpenAI-shaped JSON with every control character escaped") {
-  CHECK(http_error_body(400, "bad \"x\" \\ \n\t\x01\x1f end") ==
+  CHECK(write_error_body(400, "bad \"x\" \\ \n\t\x01\x1f end") ==
         R"({"error":{"code":null,"message":"bad \"x\" \\ \n\t\u0001\u001f end",)"
         R"("type":"invalid_request_error"}})");
-  CHECK(http_error_body(503, "busy") ==
+  CHECK(write_error_body(503, "busy") ==
         R"({"error":{"code":null,"message":"busy","type":"server_error"}})");
 }
 
@@ -375,12 +375,12 @@ TEST_CASE("bodies over 8 MiB (the default) get 413; exactly 8 MiB is accepted") 
   CHECK(big.body.find("exceeds the limit") != std::string::npos);
 
   // A huge declared length is refused from the headers alone.
-  http_client_connection c(port);
+  http_client c(port);
   REQUIRE(c.send_raw("POST /size HTTP/1.1\r\nContent-Length: 100000000000\r\n\r\n"));
   CHECK(c.read_response().status == 413);
 
   // Chunked request bodies count too.
-  http_client_connection chunked(port);
+  http_client chunked(port);
   REQUIRE(chunked.send_raw(
       "POST /size HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"));
   CHECK(chunked.read_response().body == "3");
@@ -407,7 +407,7 @@ TEST_CASE("max_body_bytes: a larger Content-Length is refused from the headers, 
 
   CHECK(http_post(port, "/size", std::string(1000, 'a')).body == "1000");
   // Only the headers are sent: the 413 comes without the body (and long before body_timeout).
-  http_client_connection c(port, 3);
+  http_client c(port, 3);
   REQUIRE(c.send_raw("POST /size HTTP/1.1\r\nContent-Length: 1001\r\n\r\n"));
   auto r = c.read_response();
   CHECK(r.status == 413);
@@ -425,7 +425,7 @@ TEST_CASE("a dropped responder or a throwing handler answers 500") {
   http_server server(options, test_handler(park));
   int port = server.start();
 
-  http_client_connection c(port);
+  http_client c(port);
   auto dropped = c.request("GET", "/drop");
   CHECK(dropped.status == 500);
   CHECK(dropped.body.find("without a response") != std::string::npos);
@@ -453,7 +453,7 @@ TEST_CASE("a client that goes away is seen by closed() and its late answer is ha
   http_server server({}, test_handler(park));
   int port = server.start();
   {
-    http_client_connection c(port);
+    http_client c(port);
     REQUIRE(c.send_request("GET", "/park"));
     REQUIRE(wait_until([&] { return park.size() == 1; }));
   }
@@ -469,16 +469,16 @@ TEST_CASE("stop_accepting refuses new connections while in-flight responses comp
   http_server server({}, test_handler(park));
   int port = server.start();
 
-  http_client_connection inflight(port);
+  http_client inflight(port);
   REQUIRE(inflight.send_request("GET", "/park"));
   REQUIRE(wait_until([&] { return park.size() == 1; }));
-  http_client_connection idle(port);
+  http_client idle(port);
   REQUIRE(idle.request("GET", "/echo").status == 200);
 
   server.stop_accepting();
   CHECK(server.num_in_flight() == 1);
   CHECK(idle.peer_closed()); // idle keep-alive connections are closed
-  http_client_connection late(port);
+  http_client late(port);
   CHECK_FALSE(late.connected());
 
   std::thread([&] { park.take(0)->send(200, "text/plain", "finished"); }).join();
@@ -494,7 +494,7 @@ TEST_CASE("stop closes everything, is idempotent, and late answers are harmless"
   parked park;
   auto server = std::make_unique<http_server>(http_server_options{}, test_handler(park));
   int port = server->start();
-  http_client_connection c(port);
+  http_client c(port);
   REQUIRE(c.send_request("GET", "/park"));
   REQUIRE(wait_until([&] { return park.size() == 1; }));
 
@@ -506,7 +506,7 @@ TEST_CASE("stop closes everything, is idempotent, and late answers are harmless"
   w->send(200, "text/plain", "too late");
   server.reset(); // destructor after stop
   w.reset();      // responder outlives the server
-  http_client_connection after(port);
+  http_client after(port);
   CHECK_FALSE(after.connected());
 
   http_server never_started({}, test_handler(park));
@@ -598,7 +598,7 @@ TEST_CASE("writes to a stream whose client reset never raise SIGPIPE") {
   // While the loop is busy: write #1, then A resets, then writes #2..#4, so the loop handles
   // all four in one batch: #1 fails with ECONNRESET, libuv queues the rest and retries #2 on
   // the next turn, which fails with EPIPE and raises SIGPIPE unless the loop thread blocks it.
-  http_client_connection b(port);
+  http_client b(port);
   REQUIRE(b.send_request("GET", "/busy"));
   REQUIRE(wait_until([&] { return loop_busy.load(); }));
   w->write("data: 1\n\n");
@@ -677,7 +677,7 @@ TEST_CASE("a body that stalls is answered 408 at body_timeout") {
   http_server server(options, test_handler(park));
   int port = server.start();
 
-  http_client_connection c(port, 5);
+  http_client c(port, 5);
   REQUIRE(c.send_raw("POST /size HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc"));
   auto start = std::chrono::steady_clock::now();
   auto r = c.read_response();
@@ -697,7 +697,7 @@ TEST_CASE("no timer runs while a request awaits or streams its response") {
   http_server server(options, test_handler(park));
   int port = server.start();
 
-  http_client_connection awaiting(port, 5);
+  http_client awaiting(port, 5);
   REQUIRE(awaiting.send_request("GET", "/park"));
   // Half of a pipelined request behind it: its header timer must not start yet either.
   REQUIRE(awaiting.send_raw("GET /echo HTTP/1.1\r\n"));
@@ -711,7 +711,7 @@ TEST_CASE("no timer runs while a request awaits or streams its response") {
   auto second = awaiting.read_response();
   CHECK(second.status == 408);
 
-  http_client_connection streaming(port, 5);
+  http_client streaming(port, 5);
   REQUIRE(streaming.send_request("GET", "/park"));
   REQUIRE(wait_until([&] { return park.size() == 2; }));
   auto w = park.take(1);
@@ -743,16 +743,16 @@ TEST_CASE("at max_connections, reserve connections still serve /health and refus
   int port = server.start();
 
   // Four normal connections, each proven accepted by a request, then held idle.
-  std::vector<std::unique_ptr<http_client_connection>> held;
+  std::vector<std::unique_ptr<http_client>> held;
   for (int i = 0; i < 4; ++i) {
-    held.push_back(std::make_unique<http_client_connection>(port, 5));
+    held.push_back(std::make_unique<http_client>(port, 5));
     REQUIRE(held.back()->request("POST", "/echo", "x").status == 200);
   }
 
   // Sixteen reserve connections serve GET of the exempt paths; one more is closed at once.
-  std::vector<std::unique_ptr<http_client_connection>> reserve;
+  std::vector<std::unique_ptr<http_client>> reserve;
   for (size_t i = 0; i < http_server::num_reserve_connections; ++i) {
-    reserve.push_back(std::make_unique<http_client_connection>(port, 5));
+    reserve.push_back(std::make_unique<http_client>(port, 5));
     auto health = reserve.back()->request("GET", "/health");
     REQUIRE(health.status == 200);
     CHECK(health.header("connection") == "keep-alive");
@@ -762,7 +762,7 @@ TEST_CASE("at max_connections, reserve connections still serve /health and refus
   CHECK(beyond.read_to_close(3000ms).empty());
   CHECK(beyond.peer_closed);
 
-  http_client_connection& fifth = *reserve[0];
+  http_client& fifth = *reserve[0];
   CHECK(fifth.request("GET", "/metrics?name=x").status == 200);
   auto refused = fifth.request("POST", "/echo", "x");
   CHECK(refused.status == 503);
@@ -789,7 +789,7 @@ TEST_CASE("on_hangup runs once when the client of an awaiting request goes away"
   std::atomic<int> hangups{0};
   std::atomic<bool> on_test_thread{true};
   {
-    http_client_connection c(port);
+    http_client c(port);
     REQUIRE(c.send_request("GET", "/park"));
     REQUIRE(wait_until([&] { return park.size() == 1; }));
     park.peek(0)->on_hangup([&] {
@@ -843,7 +843,7 @@ TEST_CASE("on_hangup runs when a streaming client resets, and on stop, but never
   std::atomic<int> completed_hangups{0};
   std::shared_ptr<http_responder> answered;
   {
-    http_client_connection c(port);
+    http_client c(port);
     REQUIRE(c.send_request("GET", "/park"));
     REQUIRE(wait_until([&] { return park.size() == 2; }));
     answered = park.take(1);
@@ -856,7 +856,7 @@ TEST_CASE("on_hangup runs when a streaming client resets, and on stop, but never
 
   // stop() hangs up what is still in flight before it returns.
   std::atomic<int> stop_hangups{0};
-  http_client_connection pending(port);
+  http_client pending(port);
   REQUIRE(pending.send_request("GET", "/park"));
   REQUIRE(wait_until([&] { return park.size() == 3; }));
   auto in_flight = park.take(2);

@@ -149,7 +149,7 @@ head -c $((1024 * 1024 + 1)) /dev/zero | tr '\0' '#' >"$tmp/big_config.toml"
 printf '[[node]]\nname = "a"\nconfig = "%s"\n' "$tmp/big_config.toml" >"$tmp/big_config_topo.toml"
 hostile big_config "$tmp/big_config_topo.toml" 'big_config.toml": 1048577 bytes (a config is a regular file of at most 1 MiB)'
 
-# --- a runner killed by SIGKILL takes its processes with it (tools/spawn_self: PR_SET_PDEATHSIG)
+# --- a runner killed by SIGKILL takes its processes with it (tools/harness/child_supervisor: PR_SET_PDEATHSIG)
 out=$tmp/killed.out
 "$ordo" topo run tests/data/topo_steps.toml >"$out" 2>/dev/null &
 runner=$!

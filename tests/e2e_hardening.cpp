@@ -39,7 +39,7 @@ std::string raw_post(const std::string& path, const std::string& body, const std
 }
 
 // The next close sends RST (SO_LINGER 0) instead of FIN: the rudest way to hang up.
-void reset_on_close(http_client_connection& c) {
+void reset_on_close(http_client& c) {
   linger l{1, 0};
   ::setsockopt(c.fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
 }
@@ -79,7 +79,7 @@ TEST_CASE("e2e: a client that hangs up is cancelled, its blocks come back and th
     // Long enough to be running when the client goes: 3500 prompt tokens and 300 to generate.
     json body = request_body(token_prompt(3500, stream ? 2 : 3), 300);
     body["stream"] = stream;
-    http_client_connection c(node.port);
+    http_client c(node.port);
     REQUIRE(c.send_raw(raw_post("/v1/completions", body.dump())));
     REQUIRE(metric_reaches(node.port, "ordo_num_requests_running", 1));
     if (stream)
@@ -97,21 +97,21 @@ TEST_CASE("e2e: a client that hangs up is cancelled, its blocks come back and th
 TEST_CASE("e2e: server.api_key guards /v1/*, server.admin_key guards /admin/*") {
   auto node = start_node("configs/dense.toml", {"server.api_key=sk-1", "server.admin_key=adm-2"});
   const std::string body = request_body(token_prompt(20, 1), 2).dump();
-  http_client_connection anon(node.port);
+  http_client anon(node.port);
   auto r = anon.request("POST", "/v1/completions", body);
   CHECK(r.status == 401);
   CHECK(r.body.find("Authorization: Bearer <server.api_key>") != std::string::npos);
-  http_client_connection wrong(node.port);
+  http_client wrong(node.port);
   REQUIRE(wrong.send_raw(raw_post("/v1/completions", body, "Authorization: Bearer sk-2\r\n")));
   CHECK(wrong.read_response().status == 401);
-  http_client_connection ok(node.port);
+  http_client ok(node.port);
   REQUIRE(ok.send_raw(raw_post("/v1/completions", body, "Authorization: Bearer sk-1\r\n")));
   CHECK(ok.read_response().status == 200);
   // The API key does not open /admin/*; the admin key does. /health and /metrics stay open.
-  http_client_connection admin_wrong(node.port);
+  http_client admin_wrong(node.port);
   REQUIRE(admin_wrong.send_raw(raw_post("/admin/evict", "{\"tier\":\"hbm\"}", "Authorization: Bearer sk-1\r\n")));
   CHECK(admin_wrong.read_response().status == 401);
-  http_client_connection admin(node.port);
+  http_client admin(node.port);
   REQUIRE(admin.send_raw(raw_post("/admin/evict", "{\"tier\":\"hbm\"}", "Authorization: Bearer adm-2\r\n")));
   CHECK(admin.read_response().status == 200);
   CHECK(http_get(node.port, "/health").status == 200);
@@ -122,10 +122,10 @@ TEST_CASE("e2e: server.api_key guards /v1/*, server.admin_key guards /admin/*") 
 TEST_CASE("e2e: beyond scheduler.max_waiting a request gets 429 with Retry-After") {
   auto node = start_node("configs/dense.toml", {"scheduler.max_num_seqs=1", "scheduler.max_waiting=1"});
   json long_body = request_body(token_prompt(3500, 4), 200);
-  http_client_connection first(node.port);
+  http_client first(node.port);
   REQUIRE(first.send_raw(raw_post("/v1/completions", long_body.dump())));
   REQUIRE(metric_reaches(node.port, "ordo_num_requests_running", 1));
-  http_client_connection second(node.port); // waits behind the first
+  http_client second(node.port); // waits behind the first
   REQUIRE(second.send_raw(raw_post("/v1/completions", request_body(token_prompt(30, 5), 2).dump())));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   json streamed = request_body(token_prompt(30, 6), 2);
@@ -141,7 +141,7 @@ TEST_CASE("e2e: beyond scheduler.max_waiting a request gets 429 with Retry-After
 
 TEST_CASE("e2e: a slow sender is closed at server.header_timeout_s with a 408") {
   auto node = start_node("configs/dense.toml", {"server.header_timeout_s=1"});
-  http_client_connection slow(node.port, 10);
+  http_client slow(node.port, 10);
   auto start = std::chrono::steady_clock::now();
   REQUIRE(slow.send_raw("POST /v1/completions HTTP/1.1\r\nHost: t\r\n"));
   auto r = slow.read_response();

@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/node.hpp"
-#include "tools/http_client.hpp"
+#include "actors/net/http_client.hpp"
 
 namespace ordo::e2e {
 

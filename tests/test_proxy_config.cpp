@@ -3,7 +3,7 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/proxy_config.hpp"
+#include "tools/proxy/proxy_config.hpp"
 
 using namespace ordo;
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "messages/trace_check.hpp"
+#include "messages/trace/trace_check.hpp"
 
 using namespace ordo;
 

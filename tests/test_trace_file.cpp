@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "messages/trace_file.hpp"
+#include "messages/trace/trace_file.hpp"
 
 using namespace ordo;
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "messages/compare.hpp"
-#include "messages/trace_check.hpp"
-#include "messages/trace_file.hpp"
+#include "messages/trace/trace_check.hpp"
+#include "messages/trace/trace_file.hpp"
 #include "runtime/config.hpp"
 
 using namespace ordo;

@@ -31,10 +31,10 @@
 #include "runtime/device.hpp"
 #include "runtime/model_presets.hpp"
 #include "tools/bench.hpp"
-#include "tools/http_client.hpp"
+#include "actors/net/http_client.hpp"
 #include "tools/prometheus_text.hpp"
 #include "tools/seeded_prompt.hpp"
-#include "tools/spawn_self.hpp"
+#include "tools/harness/child_supervisor.hpp"
 
 namespace ordo {
 
@@ -70,12 +70,12 @@ public:
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0)
       throw bench_failure(std::string("pipe: ") + std::strerror(errno));
-    pid_ = spawn_self(args, -1, out[1], err_fd_, "ordo bench pd"); // gone with the bench, even a SIGKILLed one
+    child_.start(args, -1, out[1], err_fd_, "ordo bench pd"); // gone with the bench, even a SIGKILLed one
     const int saved = errno;
     ::close(out[1]);
     out_fd_ = out[0];
-    started_pid_ = pid_;
-    if (pid_ < 0)
+    started_pid_ = child_.pid();
+    if (started_pid_ < 0)
       throw bench_failure(std::string("fork: ") + std::strerror(saved));
   }
 
@@ -84,7 +84,7 @@ public:
   node_process& operator=(const node_process&) = delete;
 
   const std::string& role() const { return role_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
   int http_port() const { return http_port_; }
   const std::string& endpoints() const { return endpoints_; }
 
@@ -107,8 +107,7 @@ public:
         continue;
       }
       int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
+      if (!child_.alive(&status)) {
         fail("exited (" + describe_exit(status) + ") before its ready line");
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count();
@@ -121,7 +120,7 @@ public:
         if (n > 0)
           out_.append(buf, static_cast<size_t>(n));
         else if (n == 0)
-          ::usleep(20000); // stdout closed: the waitpid above sees the exit
+          ::usleep(20000); // stdout closed: child_.alive above sees the exit
       }
     }
   }
@@ -147,22 +146,10 @@ public:
 
   // SIGTERM, up to stop_limit_s for the exit, then SIGKILL. Idempotent.
   void stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      bool exited = false;
-      for (int i = 0; i < stop_limit_s * 50 && !exited; ++i) {
-        exited = ::waitpid(pid_, nullptr, WNOHANG) == pid_;
-        if (!exited)
-          ::usleep(20000);
-      }
-      if (!exited) {
-        std::cerr << "ordo bench pd: the " << role_ << " node (pid " << pid_ << ") did not exit within "
-                  << stop_limit_s << " s of SIGTERM; sent SIGKILL\n";
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-      }
-      pid_ = -1;
-    }
+    const pid_t pid = child_.pid();
+    if (child_.stop(SIGTERM, stop_limit_s) == child_supervisor::stop_result::killed)
+      std::cerr << "ordo bench pd: the " << role_ << " node (pid " << pid << ") did not exit within " << stop_limit_s
+                << " s of SIGTERM; sent SIGKILL\n";
     for (int* fd : {&out_fd_, &err_fd_})
       if (*fd >= 0) {
         ::close(*fd);
@@ -180,7 +167,7 @@ private:
   }
 
   std::string role_;
-  pid_t pid_ = -1;         // -1 once reaped
+  child_supervisor child_;
   pid_t started_pid_ = -1; // for messages
   int out_fd_ = -1;
   int err_fd_ = -1;
@@ -204,7 +191,7 @@ struct answer {
 // POST /v1/completions with `body` (max_tokens 1): the wall time of the exchange (connected
 // before the clock starts) and the parsed answer, which must be 200 with an `ordo` object naming a logits digest.
 answer complete(const node_process& node, const json& body, const std::string& what) {
-  http_client_connection c(node.http_port(), request_limit_s);
+  http_client c(node.http_port(), request_limit_s);
   const std::string text = body.dump();
   const auto t0 = clock_type::now();
   http_response r = c.request("POST", "/v1/completions", text);
@@ -226,7 +213,7 @@ answer complete(const node_process& node, const json& body, const std::string& w
 // The node's ordo_offload_bytes_total{direction="load"}: bytes loaded from a host tier, the
 // peer's included. Throws when the series is missing, so a renamed metric cannot read as 0.
 double bytes_loaded(const node_process& node) {
-  http_client_connection c(node.http_port(), request_limit_s);
+  http_client c(node.http_port(), request_limit_s);
   http_response r = c.request("GET", "/metrics");
   if (r.status != 200)
     node.fail("answered GET /metrics with " + (r.status ? "HTTP " + std::to_string(r.status) : r.error));

@@ -22,7 +22,7 @@
 #include "runtime/engine_identity.hpp"
 #include "runtime/shared_arena.hpp"
 #include "tools/bench.hpp"
-#include "tools/spawn_self.hpp"
+#include "tools/harness/child_supervisor.hpp"
 
 namespace ordo {
 
@@ -71,9 +71,8 @@ private:
     if (pipe2(out, O_CLOEXEC) != 0)
       throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
     const std::string cap = "store.capacity_mb=" + std::to_string(capacity_mb);
-    pid_ = spawn_self({"ordo", "store", "--set", cap, "--set", "log.level=warn", "--port", "0"}, -1, out[1], -1,
-                      "ordo bench offload");
-    if (pid_ < 0)
+    if (!child_.start({"ordo", "store", "--set", cap, "--set", "log.level=warn", "--port", "0"}, -1, out[1], -1,
+                      "ordo bench offload"))
       throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     close(out[1]);
     std::string text;
@@ -143,27 +142,13 @@ private:
     close(a.fd);
     dev_.register_host(base_, a.bytes);
     registered_ = true;
-    name_ = w.store_id + " at tcp://" + host_ + ":" + std::to_string(port_) + ", pid " + std::to_string(pid_);
+    name_ = w.store_id + " at tcp://" + host_ + ":" + std::to_string(port_) + ", pid " + std::to_string(child_.pid());
   }
 
-  void stop_process() {
-    if (pid_ <= 0)
-      return;
-    kill(pid_, SIGTERM);
-    for (int i = 0; i < 100; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      usleep(50000);
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void stop_process() { child_.stop(SIGTERM, 5); }
 
   device& dev_;
-  pid_t pid_ = -1;
+  child_supervisor child_;
   std::string host_;
   uint16_t port_ = 0;
   std::string name_;

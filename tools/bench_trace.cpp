@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/node.hpp"
-#include "messages/trace_file.hpp"
+#include "messages/trace/trace_file.hpp"
 #include "tools/bench.hpp"
 
 namespace ordo {

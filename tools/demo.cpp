@@ -8,7 +8,7 @@
 
 #include "actors/node.hpp"
 #include "runtime/tokenizer.hpp"
-#include "tools/http_client.hpp"
+#include "actors/net/http_client.hpp"
 
 namespace ordo {
 

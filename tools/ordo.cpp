@@ -16,10 +16,10 @@
 #include "tools/certs.hpp"
 #include "tools/model_tool.hpp"
 #include "tools/process_signals.hpp"
-#include "tools/proxy.hpp"
-#include "tools/topo.hpp"
+#include "tools/proxy/proxy.hpp"
+#include "tools/harness/topo.hpp"
 #include "tools/store.hpp"
-#include "tools/trace_tools.hpp"
+#include "tools/trace/trace_tools.hpp"
 
 
 namespace {

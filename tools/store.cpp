@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/auth_acceptor.hpp"
-#include "actors/http_server.hpp"
+#include "actors/net/http_server.hpp"
 #include "actors/store_server.hpp"
 #include "runtime/deployment_secret.hpp"
 #include "runtime/engine_identity.hpp"
@@ -28,10 +28,10 @@ http_server::handler store_http_handler(std::shared_ptr<store_server_shared> sha
   return [shared, auth](http_request req, std::shared_ptr<http_responder> res) {
     if (req.path != "/health" && req.path != "/metrics")
       return res->send(404, "application/json",
-                       http_error_body(404, "no route for " + req.method + " " + req.path +
+                       write_error_body(404, "no route for " + req.method + " " + req.path +
                                                 "; try GET /health, GET /metrics"));
     if (req.method != "GET")
-      return res->send(405, "application/json", http_error_body(405, req.path + " takes GET"), {{"Allow", "GET"}});
+      return res->send(405, "application/json", write_error_body(405, req.path + " takes GET"), {{"Allow", "GET"}});
     if (req.path == "/health")
       return res->send(200, "application/json", render_store_health(shared->view()));
     return res->send(200, "text/plain; version=0.0.4",

@@ -15,7 +15,7 @@
 //   counters: one `C` event per step_plan the scheduler sends (requests, tokens, loads, saves).
 //   between nodes: a flow (cat "pd", "pull from P: store_step") from a decode node's peer client
 //     to the prefill node's store and one back with the answer, for each exchange
-//     tools/trace_flows.cpp proves is the same on both sides; the serving file's start is moved
+//     tools/trace/trace_flows.cpp proves is the same on both sides; the serving file's start is moved
 //     by less than a millisecond where its flows need it to point forward.
 #include <algorithm>
 #include <cstdint>
@@ -32,13 +32,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "messages/trace_file.hpp"
-#include "tools/trace_flows.hpp"
-#include "tools/trace_tools.hpp"
+#include "messages/trace/trace_file.hpp"
+#include "tools/trace/trace_flows.hpp"
+#include "tools/trace/trace_tools.hpp"
 
 namespace ordo {
 namespace trace_text {
-std::string summary(wire::TraceRecord::Reader r); // tools/trace_show.cpp
+std::string summary(wire::TraceRecord::Reader r); // tools/trace/trace_show.cpp
 } // namespace trace_text
 
 namespace {

@@ -21,7 +21,7 @@
 // errors, an upgrade, a header name that is not a token), a declared or running body over
 // max_body_bytes (413), headers or a body too slow (408), and on a reserve connection anything
 // but GET of cap_exempt_paths (503, Retry-After: 1). These and the 500 of a dropped responder go
-// through one writer (bodies by http_error_body) and are reported to on_error.
+// through one writer (bodies by write_error_body) and are reported to on_error.
 //
 // NOTE(timers): awaiting and streaming run no timer: the handler's time is not the client's.
 // NOTE(hangup): peer EOF or reset, a write error, a timeout or stop() closes the connection in
@@ -73,9 +73,10 @@ struct http_server_options {
   std::function<void(int status)> on_error;
 };
 
-// The body of every error the server writes: {"error":{"message":..,"type":..,"code":null}},
-// type "server_error" for 5xx, "invalid_request_error" otherwise.
-std::string http_error_body(int status, const std::string& message);
+// The body of every error an HTTP edge writes (this server, `ordo store`, the proxy):
+// {"error":{"message":..,"type":..,"code":null}}; `type` null: "server_error" for 5xx,
+// "invalid_request_error" otherwise.
+std::string write_error_body(int status, const std::string& message, const char* type = nullptr);
 
 struct http_server_core;  // shared between the server and its responders (in http_server.cpp)
 struct http_exchange;     // one request's state shared by its responder and its connection

@@ -4,14 +4,8 @@
 // Threads: the HTTP server's loop thread runs the handler, which only routes and posts a job; a
 // pool of `num_workers` threads makes the blocking upstream calls (below) and answers through the
 // thread-safe http_responder; one prober thread refreshes /health's state; main waits for a signal.
-#include "tools/proxy.hpp"
+#include "tools/proxy/proxy.hpp"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,46 +25,26 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/http_server.hpp"
+#include "actors/net/http_client.hpp"
+#include "actors/net/http_server.hpp"
 #include "runtime/metrics.hpp"
-#include "runtime/proxy_config.hpp"
 #include "runtime/worker_pool.hpp"
-#include "tools/http_client.hpp"
 #include "tools/process_signals.hpp"
+#include "tools/proxy/proxy_config.hpp"
 
 namespace ordo {
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-using header_list = std::vector<std::pair<std::string, std::string>>;
+using header_list = http_header_list;
 constexpr const char* json_type = "application/json";
 constexpr int num_workers = 8;            // upstream calls in flight at once; more requests queue
 constexpr int probe_interval_s = 5;       // /health's state: every upstream's GET /health
 constexpr int probe_timeout_s = 2;
 constexpr int drain_grace_s = 5;          // beyond timeout_s, before in-flight calls are cut
 
-std::string error_body(int status, const std::string& message, const char* type) {
-  nlohmann::json j = {{"error", {{"message", message}, {"type", type}, {"code", nullptr}}}};
-  return j.dump();
-}
-
-// --- a small blocking HTTP/1.1 client with a deadline and a cancel check ----------------------
-
-struct upstream_response {
-  int status = 0;     // 0: no (complete) answer, see error
-  std::string error;  // "connection refused", "timed out after 120 s", ...
-  header_list headers; // names lowercased
-  std::string body;    // decoded (chunked) body; empty when it was streamed to on_piece
-  bool started = false; // on_piece saw at least one piece (the answer reached the client)
-
-  std::string header(const std::string& name) const {
-    for (const auto& [k, v] : headers)
-      if (k == name)
-        return v;
-    return {};
-  }
-};
+// --- one upstream call, through the one HTTP client (actors/net/http_client.hpp) ---------------
 
 struct upstream_call {
   const proxy_endpoint* endpoint = nullptr;
@@ -78,267 +52,36 @@ struct upstream_call {
   std::string path;
   std::string body;
   std::string authorization; // forwarded as it came, "" for none
-  int timeout_s = 120;
+  int timeout_s = 120;       // the whole call: connect, send, the answer
   std::function<bool()> cancelled; // polled every slice; true aborts the call
   // Called once the head is read; returning true routes the body to on_piece as it arrives.
-  std::function<bool(const upstream_response&)> stream_body;
+  std::function<bool(const http_response&)> stream_body;
   std::function<void(const std::string&)> on_piece;
 };
 
-class upstream_socket {
-public:
-  ~upstream_socket() {
-    if (fd_ >= 0)
-      ::close(fd_);
-  }
-  int fd_ = -1;
-};
-
-std::string errno_text(int e) {
-  if (e == ECONNREFUSED)
-    return "connection refused";
-  std::string s = std::strerror(e);
-  for (auto& c : s)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-class http_call_runner {
-public:
-  explicit http_call_runner(const upstream_call& call)
-      : call_(call), deadline_(clock_type::now() + std::chrono::seconds(call.timeout_s)) {}
-
-  upstream_response run() {
-    upstream_response r;
-    if (!connect_to(r))
-      return r;
-    const proxy_endpoint& ep = *call_.endpoint;
-    const bool v6 = ep.host.find(':') != std::string::npos;
-    std::string req = call_.method + " " + call_.path + " HTTP/1.1\r\nHost: " + (v6 ? "[" + ep.host + "]" : ep.host) +
-                      ":" + std::to_string(ep.port) + "\r\nConnection: close\r\nAccept: */*\r\n";
-    if (!call_.authorization.empty())
-      req += "Authorization: " + call_.authorization + "\r\n";
-    if (call_.method == "POST")
-      req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(call_.body.size()) + "\r\n";
-    req += "\r\n";
-    req += call_.body;
-    if (!send_all(req, r))
-      return r;
-    read_response(r);
+// status 0 (with error) unless the whole answer arrived; a streamed one sets `started`.
+http_response http_call(const upstream_call& call) {
+  http_client c(call.endpoint->host, call.endpoint->port, {call.timeout_s, true, call.cancelled});
+  http_response r;
+  http_header_list headers = {{"Connection", "close"}, {"Accept", "*/*"}};
+  if (!call.authorization.empty())
+    headers.emplace_back("Authorization", call.authorization);
+  if (!c.connected() || !c.send_request(call.method, call.path, call.body, "application/json", headers)) {
+    r.error = c.error();
     return r;
   }
-
-private:
-  bool fail(upstream_response& r, std::string why) {
-    r.status = 0;
-    r.error = std::move(why);
-    return false;
-  }
-
-  // Waits for `events` on the socket in slices, checking the cancel flag; false on timeout or cancel.
-  bool wait(short events, upstream_response& r) {
-    for (;;) {
-      if (call_.cancelled && call_.cancelled())
-        return fail(r, "cancelled");
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - clock_type::now()).count();
-      if (left <= 0)
-        return fail(r, "timed out after " + std::to_string(call_.timeout_s) + " s");
-      pollfd p{sock_.fd_, events, 0};
-      int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 200)));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return fail(r, "poll: " + errno_text(errno));
-      if (n > 0)
+  bool streaming = false;
+  r = c.read_response(
+      [&](const std::string& piece) {
+        if (streaming && call.on_piece)
+          call.on_piece(piece);
         return true;
-    }
-  }
-
-  bool connect_to(upstream_response& r) {
-    const proxy_endpoint& ep = *call_.endpoint;
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    int rc = ::getaddrinfo(ep.host.c_str(), std::to_string(ep.port).c_str(), &hints, &res);
-    if (rc != 0)
-      return fail(r, "cannot resolve " + ep.host + ": " + ::gai_strerror(rc));
-    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
-    std::string last = "no address";
-    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-      upstream_socket s;
-      s.fd_ = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-      if (s.fd_ < 0) {
-        last = "socket: " + errno_text(errno);
-        continue;
-      }
-      int one = 1;
-      ::setsockopt(s.fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      if (::connect(s.fd_, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
-        last = errno_text(errno);
-        continue;
-      }
-      std::swap(sock_.fd_, s.fd_);
-      if (!wait(POLLOUT, r)) {
-        last = r.error;
-        if (last == "cancelled")
-          return false;
-        continue; // ~upstream_socket closes the swapped-out one; sock_ keeps this until replaced
-      }
-      int err = 0;
-      socklen_t len = sizeof err;
-      ::getsockopt(sock_.fd_, SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) {
-        last = errno_text(err);
-        continue;
-      }
-      return true;
-    }
-    return fail(r, last);
-  }
-
-  bool send_all(const std::string& bytes, upstream_response& r) {
-    size_t sent = 0;
-    while (sent < bytes.size()) {
-      ssize_t n = ::send(sock_.fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!wait(POLLOUT, r))
-          return false;
-        continue;
-      }
-      return fail(r, "send: " + errno_text(errno));
-    }
-    return true;
-  }
-
-  // Appends what arrives to buffer_; false on EOF (error "connection closed"), timeout, cancel.
-  bool fill(upstream_response& r) {
-    char buf[16384];
-    for (;;) {
-      ssize_t n = ::recv(sock_.fd_, buf, sizeof buf, 0);
-      if (n > 0) {
-        buffer_.append(buf, static_cast<size_t>(n));
-        return true;
-      }
-      if (n == 0)
-        return fail(r, "connection closed");
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        if (!wait(POLLIN, r))
-          return false;
-        continue;
-      }
-      return fail(r, "recv: " + errno_text(errno));
-    }
-  }
-
-  void deliver(upstream_response& r, std::string piece) {
-    if (streaming_) {
-      if (!piece.empty()) {
-        r.started = true;
-        call_.on_piece(piece);
-      }
-    } else {
-      r.body += piece;
-    }
-  }
-
-  // Leaves r.status 0 (with error) unless the whole response arrived.
-  void read_response(upstream_response& r) {
-    int status = 0;
-    header_list headers;
-    for (;;) { // skip interim 1xx responses
-      size_t head_end;
-      while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
-        if (buffer_.size() > (64u << 10)) {
-          fail(r, "response headers over 64 KiB");
-          return;
-        }
-        if (!fill(r)) {
-          if (r.error == "connection closed")
-            r.error = "connection closed before a response";
-          return;
-        }
-      }
-      std::string head = buffer_.substr(0, head_end);
-      buffer_.erase(0, head_end + 4);
-      if (head.compare(0, 5, "HTTP/") != 0 || head.size() < 12) {
-        fail(r, "bad status line");
-        return;
-      }
-      status = std::atoi(head.c_str() + 9);
-      headers = parse_header_lines(head);
-      if (status >= 200)
-        break;
-    }
-    r.headers = headers;
-    r.status = status; // provisional: reset to 0 if the body does not arrive whole
-    streaming_ = call_.stream_body && call_.stream_body(r);
+      },
+      [&](const http_response& head) { return streaming = call.stream_body && call.stream_body(head); });
+  if (!r.error.empty())
     r.status = 0;
-    auto incomplete = [&] { r.error = "incomplete body: " + r.error; };
-
-    if (r.header("transfer-encoding").find("chunked") != std::string::npos) {
-      for (;;) {
-        size_t line_end;
-        while ((line_end = buffer_.find("\r\n")) == std::string::npos)
-          if (!fill(r))
-            return incomplete();
-        size_t size = std::strtoul(buffer_.substr(0, line_end).c_str(), nullptr, 16);
-        while (buffer_.size() < line_end + 2 + size + 2)
-          if (!fill(r))
-            return incomplete();
-        std::string piece = buffer_.substr(line_end + 2, size);
-        buffer_.erase(0, line_end + 2 + size + 2);
-        if (size == 0)
-          break;
-        deliver(r, std::move(piece));
-      }
-    } else if (std::string length = r.header("content-length"); !length.empty()) {
-      size_t want = std::strtoul(length.c_str(), nullptr, 10);
-      while (buffer_.size() < want) {
-        if (streaming_ && !buffer_.empty()) {
-          want -= buffer_.size();
-          deliver(r, std::move(buffer_));
-          buffer_.clear();
-        }
-        if (!fill(r))
-          return incomplete();
-      }
-      deliver(r, buffer_.substr(0, want));
-    } else if (status == 204 || status == 304) {
-      // no body
-    } else {
-      for (;;) { // the body ends when the server closes
-        if (streaming_ && !buffer_.empty()) {
-          deliver(r, std::move(buffer_));
-          buffer_.clear();
-        }
-        if (!fill(r))
-          break;
-      }
-      if (r.error != "connection closed")
-        return incomplete();
-      deliver(r, std::move(buffer_));
-    }
-    r.error.clear();
-    r.status = status;
-  }
-
-  const upstream_call& call_;
-  clock_type::time_point deadline_;
-  upstream_socket sock_;
-  std::string buffer_;
-  bool streaming_ = false;
-};
-
-upstream_response http_call(const upstream_call& call) { return http_call_runner(call).run(); }
+  return r;
+}
 
 // --- state ------------------------------------------------------------------------------------
 
@@ -444,7 +187,7 @@ double seconds_since(clock_type::time_point t) {
 }
 
 // Headers of the decode node's answer the client also gets (besides the content type).
-header_list passed_headers(const upstream_response& r) {
+header_list passed_headers(const http_response& r) {
   header_list out;
   for (const auto& [k, v] : r.headers)
     if (k == "retry-after" || k == "www-authenticate")
@@ -506,7 +249,7 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
       if (cancelled())
         break;
       const auto t0 = clock_type::now();
-      upstream_response r = http_call(call_to(node, pbody));
+      http_response r = http_call(call_to(node, pbody));
       m.prefill_seconds->observe(seconds_since(t0));
       if (r.status >= 200 && r.status < 300) {
         node->mark(true, "");
@@ -549,7 +292,7 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
     upstream_call call = call_to(node, decode_body);
     bool streamed = false;
     // A 2xx SSE answer is passed on as it arrives; anything else is buffered and sent whole.
-    call.stream_body = [&](const upstream_response& head) {
+    call.stream_body = [&](const http_response& head) {
       if (!want_stream || head.status < 200 || head.status >= 300 ||
           head.header("content-type").find("text/event-stream") == std::string::npos)
         return false;
@@ -558,7 +301,7 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
       return true;
     };
     call.on_piece = [&](const std::string& piece) { res->write(piece); };
-    upstream_response r = http_call(call);
+    http_response r = http_call(call);
     m.decode_seconds->observe(seconds_since(t0));
     if (r.status > 0) {
       node->mark(true, "");
@@ -589,14 +332,14 @@ void run_pd(const std::shared_ptr<proxy_state>& st, const http_request& req, con
   if (cancelled()) {
     m.outcome_cancelled->inc();
     if (st->abort.load())
-      res->send(503, json_type, error_body(503, "the proxy is shutting down", "server_error"));
+      res->send(503, json_type, write_error_body(503, "the proxy is shutting down", "server_error"));
     return;
   }
   m.outcome_no_decode->inc();
   std::string names;
   for (size_t i = 0; i < tried.size(); ++i)
     names += (i ? ", " : "") + tried[i];
-  res->send(502, json_type, error_body(502, "no decode node answered; tried " + names, "server_error"));
+  res->send(502, json_type, write_error_body(502, "no decode node answered; tried " + names, "server_error"));
 }
 
 // GET /v1/models: the first decode node that answers.
@@ -611,7 +354,7 @@ void run_models(const std::shared_ptr<proxy_state>& st, const http_request& req,
     call.authorization = req.header("authorization");
     call.timeout_s = static_cast<int>(st->cfg.timeout_s);
     call.cancelled = [st, res] { return st->abort.load() || res->closed(); };
-    upstream_response r = http_call(call);
+    http_response r = http_call(call);
     if (r.status > 0) {
       std::string ct = r.header("content-type");
       return res->send(r.status, ct.empty() ? json_type : ct, std::move(r.body), passed_headers(r));
@@ -621,7 +364,7 @@ void run_models(const std::shared_ptr<proxy_state>& st, const http_request& req,
   std::string names;
   for (size_t i = 0; i < tried.size(); ++i)
     names += (i ? ", " : "") + tried[i];
-  res->send(502, json_type, error_body(502, "no decode node answered; tried " + names, "server_error"));
+  res->send(502, json_type, write_error_body(502, "no decode node answered; tried " + names, "server_error"));
 }
 
 http_server::handler proxy_handler(std::shared_ptr<proxy_state> st, std::shared_ptr<worker_pool> workers) {
@@ -629,7 +372,7 @@ http_server::handler proxy_handler(std::shared_ptr<proxy_state> st, std::shared_
     auto& m = st->metrics;
     auto fail = [&](int status, const std::string& message, const char* type, header_list headers = {}) {
       m.outcome_rejected->inc();
-      res->send(status, json_type, error_body(status, message, type), std::move(headers));
+      res->send(status, json_type, write_error_body(status, message, type), std::move(headers));
     };
     auto method_not_allowed = [&](const char* allowed) {
       fail(405, "method " + req.method + " is not allowed on " + req.path + "; use " + allowed,
@@ -712,7 +455,7 @@ private:
           std::lock_guard<std::mutex> lock(mutex_);
           return stopping_;
         };
-        upstream_response r = http_call(call);
+        http_response r = http_call(call);
         if (r.error == "cancelled")
           return;
         if (r.status >= 200 && r.status < 300)

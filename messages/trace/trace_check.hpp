@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "messages/trace_file.hpp"
+#include "messages/trace/trace_file.hpp"
 
 namespace ordo {
 

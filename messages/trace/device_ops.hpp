@@ -1,7 +1,8 @@
 // What cores and the step executor tell a trace recorder (docs/traces.md), as plain data: the
 // device operations of the step protocol, with the units, slots and host objects each touches,
 // and the verdicts a core draws from bytes it reads. The recorder that writes them to a file is
-// messages/trace_file.hpp; without one, nothing here costs anything.
+// messages/trace/trace_file.hpp; without one, nothing here costs anything. Header-only, because
+// runtime/ (the step executor, the config) uses it and ordo_core links below ordo_messages.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,6 @@ enum class device_op_kind : uint8_t {
   complete,        // the step's host callback: every operation before it has completed
   done,            // an operation completed (timing only; op_seq names it)
 };
-const char* to_string(device_op_kind k);
 
 struct device_op {
   device_op_kind op = device_op_kind::forward;
@@ -62,6 +62,35 @@ enum class fault_edge : uint8_t {
   forward_save,   // the save stream's wait for the forward and checkpoint copies
   upload_compute, // the compute stream's wait for the step inputs' upload
 };
-const char* to_string(fault_edge e); // "" for none, else the faults.drop_edge value
+
+inline const char* to_string(device_op_kind k) {
+  switch (k) {
+  case device_op_kind::upload: return "upload";
+  case device_op_kind::clear: return "clear";
+  case device_op_kind::load: return "load";
+  case device_op_kind::restore: return "restore";
+  case device_op_kind::forward: return "forward";
+  case device_op_kind::checkpoint_copy: return "checkpoint_copy";
+  case device_op_kind::save: return "save";
+  case device_op_kind::output_copy: return "output_copy";
+  case device_op_kind::event_record: return "event_record";
+  case device_op_kind::event_wait: return "event_wait";
+  case device_op_kind::complete: return "complete";
+  case device_op_kind::done: return "done";
+  }
+  return "?";
+}
+
+// "" for none, else the faults.drop_edge value
+inline const char* to_string(fault_edge e) {
+  switch (e) {
+  case fault_edge::none: return "";
+  case fault_edge::clear_load: return "clear_load";
+  case fault_edge::load_forward: return "load_forward";
+  case fault_edge::forward_save: return "forward_save";
+  case fault_edge::upload_compute: return "upload_compute";
+  }
+  return "?";
+}
 
 } // namespace ordo

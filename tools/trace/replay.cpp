@@ -16,7 +16,7 @@
 
 #include "actors/node.hpp"
 #include "messages/compare.hpp"
-#include "messages/trace_file.hpp"
+#include "messages/trace/trace_file.hpp"
 #include "runtime/block_accounting.hpp"
 #include "runtime/config.hpp"
 #include "runtime/connector_policy.hpp"
@@ -26,7 +26,7 @@
 #include "runtime/page_units.hpp"
 #include "runtime/scheduler_core.hpp"
 #include "runtime/sequence_check.hpp"
-#include "tools/trace_tools.hpp"
+#include "tools/trace/trace_tools.hpp"
 
 namespace ordo {
 

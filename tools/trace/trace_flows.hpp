@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "messages/trace_file.hpp"
+#include "messages/trace/trace_file.hpp"
 
 namespace ordo {
 

@@ -1,4 +1,4 @@
-#include "actors/http_server.hpp"
+#include "actors/net/http_server.hpp"
 
 #include "runtime/completion_api.hpp"
 
@@ -104,8 +104,10 @@ std::string http_request::header(const std::string& name) const {
 }
 
 // The same shape and escaping as every error the frontend answers (runtime/completion_api.hpp).
-std::string http_error_body(int status, const std::string& message) {
-  return render_error(api_error{status, message, status >= 500 ? "server_error" : "invalid_request_error"});
+std::string write_error_body(int status, const std::string& message, const char* type) {
+  if (!type)
+    type = status >= 500 ? "server_error" : "invalid_request_error";
+  return render_error(api_error{status, message, type});
 }
 
 // --- http_responder ----------------------------------------------------------------------------
@@ -458,7 +460,7 @@ void write_error(connection* c, int status, const std::string& message) {
     }
   }
   std::string extra = status == 503 ? "Retry-After: 1\r\n" : "";
-  write_complete_response(c, status, "application/json", http_error_body(status, message), extra);
+  write_complete_response(c, status, "application/json", write_error_body(status, message), extra);
 }
 
 // Counted before the last bytes are written: a client that has read the whole response must

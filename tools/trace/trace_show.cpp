@@ -11,8 +11,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "messages/trace_file.hpp"
-#include "tools/trace_tools.hpp"
+#include "messages/trace/trace_file.hpp"
+#include "tools/trace/trace_tools.hpp"
 
 namespace ordo {
 namespace trace_text {

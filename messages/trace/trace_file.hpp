@@ -32,7 +32,7 @@
 
 #include "messages/capnp_convert.hpp"
 #include "messages/ordo.capnp.h"
-#include "runtime/trace.hpp"
+#include "messages/trace/device_ops.hpp"
 
 namespace ordo {
 

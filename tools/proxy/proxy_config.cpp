@@ -1,4 +1,4 @@
-#include "runtime/proxy_config.hpp"
+#include "tools/proxy/proxy_config.hpp"
 
 #include <cctype>
 #include <cstdlib>

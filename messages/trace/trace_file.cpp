@@ -1,4 +1,4 @@
-#include "messages/trace_file.hpp"
+#include "messages/trace/trace_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

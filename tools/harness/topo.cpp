@@ -8,10 +8,10 @@
 // single-threaded except while an HTTP request is in flight: the request runs on its own thread so
 // the main thread can watch the deadline and the stop flag and shut the socket down when either
 // fires.
-#include "tools/topo.hpp"
+#include "tools/harness/topo.hpp"
 #include "tools/prometheus_text.hpp"
 #include "tools/seeded_prompt.hpp"
-#include "tools/spawn_self.hpp"
+#include "tools/harness/child_supervisor.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -44,7 +44,7 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
-#include "tools/http_client.hpp"
+#include "actors/net/http_client.hpp"
 
 namespace ordo {
 
@@ -169,12 +169,11 @@ struct proc {
   bool autostart = true;
   int line = 0;
   // running state
-  pid_t pid = -1;
+  child_supervisor child; // its pid, whether a pause step stopped it
   bool started_once = false;
   std::string http_host, tcp_host;
   int http_port = 0, tcp_port = 0;
   std::string out, err; // the latest start's log files
-  bool paused = false;  // a pause step sent SIGSTOP and no resume step has sent SIGCONT since
 };
 
 struct expect_item {
@@ -732,19 +731,15 @@ public:
 
   // Reaps `p` if it exited; returns true while it runs.
   bool alive(proc& p, int* status = nullptr) {
-    if (p.pid <= 0)
+    if (p.child.pid() <= 0)
       return false;
     int st = 0;
-    pid_t r = ::waitpid(p.pid, &st, WNOHANG);
-    if (r == p.pid || (r < 0 && errno == ECHILD)) {
-      if (status)
-        *status = st;
-      last_status_[p.name] = st;
-      p.pid = -1;
-      p.paused = false;
-      return false;
-    }
-    return true;
+    if (p.child.alive(&st))
+      return true;
+    if (status)
+      *status = st;
+    last_status_[p.name] = st;
+    return false;
   }
 
   std::string exited_text(const proc& p) {
@@ -780,8 +775,9 @@ public:
     return true;
   }
 
-  pid_t spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
-              std::string& why) {
+  // Starts `child`; false (with why) when it could not.
+  bool spawn(child_supervisor& child, const std::vector<std::string>& args, const std::string& out,
+             const std::string& err, std::string& why) {
     int ofd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int efd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int nfd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -790,17 +786,17 @@ public:
       for (int fd : {ofd, efd, nfd})
         if (fd >= 0)
           ::close(fd);
-      return -1;
+      return false;
     }
     // The child dies with the runner even if the runner is killed with SIGKILL.
-    pid_t pid = spawn_self(args, nfd, ofd, efd, "ordo topo run");
+    const bool started = child.start(args, nfd, ofd, efd, "ordo topo run");
     int saved = errno;
     ::close(ofd);
     ::close(efd);
     ::close(nfd);
-    if (pid < 0)
+    if (!started)
       why = std::string("fork: ") + std::strerror(saved);
-    return pid;
+    return started;
   }
 
   enum class ready { yes, exited, timed_out, interrupted };
@@ -850,27 +846,15 @@ public:
       how = "was already " + exited_text(p);
       return true;
     }
-    pid_t pid = p.pid;
-    if (p.paused) // a stopped process would leave SIGTERM pending until the limit and need SIGKILL
-      ::kill(pid, SIGCONT);
-    ::kill(pid, sig);
-    auto t0 = clock_type::now();
-    while (since(t0) < limit_s) {
-      if (!alive(p, &st)) {
-        how = describe_status(st);
-        return true;
-      }
-      sleep_s(0.02);
-    }
-    ::kill(pid, SIGKILL);
-    t0 = clock_type::now();
-    while (since(t0) < 10) {
-      if (!alive(p, &st))
-        break;
-      sleep_s(0.02);
+    const auto stopped = p.child.stop(sig, limit_s, &st);
+    if (p.child.pid() <= 0)
+      last_status_[p.name] = st;
+    if (stopped != child_supervisor::stop_result::killed) {
+      how = describe_status(st);
+      return true;
     }
     how = "did not exit within " + std::to_string(static_cast<int>(limit_s)) + " s after " + sig_text(sig) +
-          "; sent SIGKILL" + (p.pid > 0 ? " (still not reaped)" : "");
+          "; sent SIGKILL" + (p.child.pid() > 0 ? " (still not reaped)" : "");
     return false;
   }
 
@@ -894,7 +878,7 @@ public:
   }
 
   std::string endpoints(const proc& p) {
-    std::string s = "pid " + std::to_string(p.pid) + " http://" + p.http_host + ":" + std::to_string(p.http_port);
+    std::string s = "pid " + std::to_string(p.child.pid()) + " http://" + p.http_host + ":" + std::to_string(p.http_port);
     if (p.tcp_port)
       s += " tcp://" + p.tcp_host + ":" + std::to_string(p.tcp_port);
     return s;
@@ -905,7 +889,7 @@ public:
   enum class start_outcome { ready, failed, interrupted };
   start_outcome start_proc(proc& p, bool keep_ports, std::string& msg) {
     if (alive(p)) {
-      msg = std::string(kind_name(p.kind)) + " " + p.name + " is already running (pid " + std::to_string(p.pid) + ")";
+      msg = std::string(kind_name(p.kind)) + " " + p.name + " is already running (pid " + std::to_string(p.child.pid()) + ")";
       return start_outcome::failed;
     }
     std::string config, why;
@@ -930,7 +914,7 @@ public:
     auto t0 = clock_type::now();
     for (;;) {
       launch(p, args, why);
-      if (p.pid < 0) {
+      if (p.child.pid() < 0) {
         msg = why;
         return start_outcome::failed;
       }
@@ -977,13 +961,13 @@ public:
       for (auto& a : args)
         cmd << a << "\n";
     }
-    p.pid = spawn(args, p.out, p.err, why);
+    spawn(p.child, args, p.out, p.err, why);
   }
 
   // One HTTP request with a total deadline; the main thread watches the stop flag meanwhile.
   http_response request(int port, const std::string& method, const std::string& path, const std::string& body) {
     http_response r;
-    http_client_connection c(port, static_cast<int>(http_limit_s) + 10);
+    http_client c(port, static_cast<int>(http_limit_s) + 10);
     if (!c.connected()) {
       r.error = c.error();
       return r;
@@ -1166,9 +1150,9 @@ public:
   // A paused process answers nothing until it is resumed: requests to it fail at once instead of
   // waiting for their limit.
   bool require_unpaused(proc& p, std::string& msg) {
-    if (!p.paused)
+    if (!p.child.paused())
       return true;
-    msg = std::string(kind_name(p.kind)) + " " + p.name + " is paused (pid " + std::to_string(p.pid) +
+    msg = std::string(kind_name(p.kind)) + " " + p.name + " is paused (pid " + std::to_string(p.child.pid()) +
           ", SIGSTOP): resume it first";
     return false;
   }
@@ -1236,13 +1220,13 @@ public:
     std::string msg;
     if (!require_running(p, msg))
       return {false, what + ": " + msg};
-    if (p.paused == pause)
+    if (p.child.paused() == pause)
       return {false, what + ": " + kind_name(p.kind) + " " + p.name + " is " +
                          (pause ? "already paused" : "not paused")};
-    pid_t pid = p.pid;
+    pid_t pid = p.child.pid();
     int sig = pause ? SIGSTOP : SIGCONT;
     ::kill(pid, sig);
-    p.paused = pause; // from now on: cleanup sends SIGCONT first even if the wait below fails
+    p.child.set_paused(pause); // from now on: cleanup sends SIGCONT first even if the wait below fails
     auto t0 = clock_type::now();
     while ((proc_state(pid) == 'T') != pause) {
       if (!alive(p))
@@ -1333,7 +1317,7 @@ public:
     if (s.action == "stop" || s.action == "kill") {
       if (!require_running(p, msg))
         return {false, what + ": " + msg};
-      pid_t pid = p.pid;
+      pid_t pid = p.child.pid();
       bool ok = stop_proc(p, s.action == "stop" ? SIGTERM : SIGKILL, exit_limit_s, msg);
       return {ok, what + ": pid " + std::to_string(pid) + " " + msg};
     }
@@ -1342,7 +1326,7 @@ public:
         return {false, what + ": " + std::string(kind_name(p.kind)) + " " + p.name + " was never started"};
       std::string how = "was not running";
       if (alive(p)) {
-        pid_t pid = p.pid;
+        pid_t pid = p.child.pid();
         if (!stop_proc(p, SIGTERM, exit_limit_s, how))
           return {false, what + ": pid " + std::to_string(pid) + " " + how};
         how = "pid " + std::to_string(pid) + " " + how;
@@ -1394,9 +1378,9 @@ public:
     bool clean = true;
     for (auto it = topo_.procs.rbegin(); it != topo_.procs.rend(); ++it) {
       proc& p = *it;
-      if (p.pid <= 0)
+      if (p.child.pid() <= 0)
         continue;
-      pid_t pid = p.pid;
+      pid_t pid = p.child.pid();
       std::string how;
       if (!stop_proc(p, SIGTERM, g_signal ? 10 : exit_limit_s, how)) {
         clean = false;

@@ -1,5 +1,5 @@
 // `ordo trace check FILE` (docs/traces.md): the DESIGN §2.1 rules on the trace's happens-before
-// graph (messages/trace_check.hpp). Exit 0 with a one-line summary, 1 naming the first
+// graph (messages/trace/trace_check.hpp). Exit 0 with a one-line summary, 1 naming the first
 // violation (and a line of advice), 2 when the file cannot be read.
 #include <cstdlib>
 #include <exception>
@@ -7,8 +7,8 @@
 
 #include <kj/exception.h>
 
-#include "messages/trace_check.hpp"
-#include "tools/trace_tools.hpp"
+#include "messages/trace/trace_check.hpp"
+#include "tools/trace/trace_tools.hpp"
 
 namespace ordo {
 

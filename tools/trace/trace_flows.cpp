@@ -1,4 +1,4 @@
-#include "tools/trace_flows.hpp"
+#include "tools/trace/trace_flows.hpp"
 
 #include <algorithm>
 #include <deque>

@@ -1,4 +1,4 @@
-#include "messages/trace_check.hpp"
+#include "messages/trace/trace_check.hpp"
 
 #include <algorithm>
 #include <deque>
