@@ -23,16 +23,12 @@
 #include "runtime/metrics.hpp"
 #include "runtime/sequence_check.hpp"
 #include "runtime/shared_arena.hpp"
+#include "runtime/store_grants.hpp"
+#include "runtime/store_sessions.hpp" // hex64
 
 namespace ordo {
 
 namespace {
-
-std::string hex64(uint64_t v) {
-  char buf[19];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // --- a session's own actor --------------------------------------------------------------------
 // The sender the store server sees for one session: forwards each request with the deadline and
@@ -80,32 +76,6 @@ struct session_rec {
   std::string granularity;
   store_hello hello; // what this session's hello said; the welcome's proof covers its challenge
   sequence_stamp stamp{1};
-  int64_t outstanding = 0; // granted pins and reservations whose transfer has not finished
-};
-
-// The grants a key has outstanding; all from one session (see the header).
-struct held_key {
-  uint64_t gen = 0;
-  int32_t pins = 0;
-  int32_t reservations = 0;
-  // store.transport = "tcp": where its bytes are staged in the node's own arena.
-  std::vector<uint64_t> staged_pins;
-  std::optional<uint64_t> staged_reservation;
-  uint64_t bytes = 0;
-};
-
-// A finished pin or reservation: whether its session still takes the order, and its staging.
-struct finished_grant {
-  bool forward = false;
-  std::optional<uint64_t> staged;
-  uint64_t bytes = 0;
-};
-
-// One object's bytes between the staging arena and the store (store.transport = "tcp").
-struct staged_object {
-  object_key key;
-  uint64_t staged = 0;
-  uint64_t bytes = 0;
 };
 
 struct client_state {
@@ -132,10 +102,8 @@ struct client_state {
   std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
   std::vector<waiting_lookup> waiting;
   bool first_attempt_over = false;
-  std::unordered_map<object_key, held_key, object_key_hash> held;
+  store_grant_ledger grants; // outstanding pins and reservations, by session (runtime/store_grants)
   std::unique_ptr<range_allocator> staging; // store.transport = "tcp"
-  store_step pending_release; // tcp: grants the node could not stage, released with the next step
-  uint64_t pending_gen = 0;
   sequence_check steps;
   door io;
   static inline const char* name = "store";
@@ -176,7 +144,7 @@ void status_down(client_state& st, const std::string& why, bool refused) {
 void maybe_release(self_ptr self, uint64_t gen) {
   auto& st = self->state;
   auto it = st.sessions.find(gen);
-  if (it == st.sessions.end() || it->second.live || it->second.outstanding > 0)
+  if (it == st.sessions.end() || it->second.live || st.grants.outstanding(gen) > 0)
     return;
   session_rec& s = it->second;
   if (s.mapped) {
@@ -416,40 +384,15 @@ store_contains_done absent(const client_state& st, const store_contains& q) {
   return out;
 }
 
-// A finished pin or reservation: whose session granted it, whether that session takes the
-// order, and (tcp) the staging range it used, for the caller to give back.
-finished_grant finish(self_ptr self, const object_key& k, bool reservation) {
+// A pin or reservation finished outside a step (its bytes never arrived): its staging range is
+// given back, and the session that granted it may let go of its arena.
+void drop_grant(self_ptr self, const object_key& key, bool reservation) {
   auto& st = self->state;
-  finished_grant out;
-  auto it = st.held.find(k);
-  if (it == st.held.end())
-    return out; // never granted by a session (a store that was unreachable refused it)
-  held_key& h = it->second;
-  int32_t& n = reservation ? h.reservations : h.pins;
-  if (n <= 0)
-    return out;
-  --n;
-  out.bytes = h.bytes;
-  if (reservation) {
-    out.staged = h.staged_reservation;
-    h.staged_reservation.reset();
-  } else if (!h.staged_pins.empty()) {
-    out.staged = h.staged_pins.back();
-    h.staged_pins.pop_back();
-  }
-  const uint64_t gen = h.gen;
-  if (h.pins == 0 && h.reservations == 0)
-    st.held.erase(it);
-  auto s = st.sessions.find(gen);
-  if (s == st.sessions.end())
-    return out;
-  --s->second.outstanding;
-  if (s->second.live && st.live == gen) {
-    out.forward = true;
-    return out;
-  }
-  maybe_release(self, gen);
-  return out;
+  const auto f = st.grants.finish(key, reservation);
+  if (f.staged)
+    st.staging->give(*f.staged);
+  if (f.gen && st.live != f.gen)
+    maybe_release(self, *f.gen);
 }
 
 // Moves every object's bytes between the staging arena and the store in pieces of at most
@@ -548,8 +491,7 @@ void forward_step(self_ptr self, uint64_t gen, const store_step& step, store_ste
                 return;
               auto at = st.staging->take(g.data_bytes);
               if (!at) {
-                (reservation ? st.pending_release.aborts : st.pending_release.unpins).push_back(g.key);
-                st.pending_gen = gen;
+                st.grants.defer_release(gen, g.key, reservation);
                 g.ok = false;
                 g.status = "no room in the node's staging arena (store.transport = \"tcp\")";
                 return;
@@ -575,19 +517,9 @@ void forward_step(self_ptr self, uint64_t gen, const store_step& step, store_ste
                 }
                 store_grant g = std::move(answers[next++]);
                 if (g.ok) {
-                  held_key& h = st.held[g.key];
-                  h.gen = gen;
-                  h.bytes = g.data_bytes;
-                  ++(reservation ? h.reservations : h.pins);
-                  ++s.outstanding;
-                  if (st.staging && reservation)
-                    h.staged_reservation = g.data_offset;
-                  else if (st.staging)
-                    h.staged_pins.push_back(g.data_offset);
-                  else
-                    g.data_offset += s.window_offset;
-                  if (st.staging)
-                    g.data_offset += st.opt.staging_offset;
+                  st.grants.granted(gen, g.key, g.data_bytes, reservation,
+                                    st.staging ? std::optional<uint64_t>(g.data_offset) : std::nullopt);
+                  g.data_offset += st.staging ? st.opt.staging_offset : s.window_offset;
                 }
                 into.push_back(std::move(g));
               }
@@ -606,12 +538,10 @@ void forward_step(self_ptr self, uint64_t gen, const store_step& step, store_ste
                 return st.io.deliver(rp, requester, std::move(done));
               for (const auto& g : done.pins)
                 if (g.ok)
-                  if (auto f = finish(self, g.key, false); f.staged)
-                    st.staging->give(*f.staged);
+                  drop_grant(self, g.key, false);
               for (const auto& g : done.reserves)
                 if (g.ok)
-                  if (auto f = finish(self, g.key, true); f.staged)
-                    st.staging->give(*f.staged);
+                  drop_grant(self, g.key, true);
               step_failed(self, gen, why);
               st.io.deliver(rp, requester, unreachable(st, step, "store unreachable: " + why));
             });
@@ -682,9 +612,7 @@ void check_idle(self_ptr self) {
   auto& st = self->state;
   const auto idle = std::chrono::milliseconds(st.opt.idle_exit_ms);
   const auto quiet = std::chrono::steady_clock::now() - st.last_used;
-  bool busy = !st.waiting.empty() || st.connecting || !st.held.empty();
-  for (const auto& [gen, s] : st.sessions)
-    busy = busy || s.outstanding > 0;
+  const bool busy = !st.waiting.empty() || st.connecting || !st.grants.empty();
   if (busy || quiet < idle) {
     const auto next = busy ? idle : std::chrono::duration_cast<std::chrono::milliseconds>(idle - quiet);
     self->delayed_send(self, std::max(next, std::chrono::milliseconds(10)), store_tick_atom_v, uint64_t{1});
@@ -785,34 +713,17 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
         }
         // Finished transfers go to the session that granted them, if it still takes orders; their
         // staging ranges (tcp) are given back, a commit's only after its bytes reached the store.
-        store_step fwd;
+        finished_routes routes = st.grants.finish_step(step, st.live);
+        for (uint64_t at : routes.give_back_now)
+          st.staging->give(at);
+        for (uint64_t gen : routes.ended_sessions)
+          maybe_release(self, gen);
+        store_step fwd = std::move(routes.forward);
         fwd.evict_all = step.evict_all;
         fwd.leases = step.leases;     // P/D: leases and releases name transfers, not this
         fwd.releases = step.releases; // session's grants: they pass through as they are
-        std::vector<staged_object> writes;
-        std::vector<uint64_t> give_back;
-        for (size_t i = 0; i < step.commits.size(); ++i) {
-          const auto& k = step.commits[i];
-          auto f = finish(self, k, true);
-          if (f.staged) {
-            give_back.push_back(*f.staged);
-            if (f.forward)
-              writes.push_back({k, *f.staged, f.bytes});
-          }
-          if (f.forward) {
-            fwd.commits.push_back(k);
-            if (i < step.commit_checksums.size()) // the gather's checksum travels with its commit
-              fwd.commit_checksums.push_back(step.commit_checksums[i]);
-          }
-        }
-        for (const auto* keys : {&step.aborts, &step.unpins, &step.unpins_corrupt})
-          for (const auto& k : *keys) {
-            auto f = finish(self, k, keys == &step.aborts);
-            if (f.staged)
-              st.staging->give(*f.staged);
-            if (f.forward)
-              (keys == &step.aborts ? fwd.aborts : keys == &step.unpins ? fwd.unpins : fwd.unpins_corrupt).push_back(k);
-          }
+        std::vector<staged_object> writes = std::move(routes.writes);
+        std::vector<uint64_t> give_back = std::move(routes.give_back_after);
         fwd.pins_summed = step.pins_summed; // this node's scatters check what it pins
         auto release_staging = [self, give_back] {
           for (uint64_t at : give_back)
@@ -825,19 +736,14 @@ store_client_actor::behavior_type store_client(self_ptr self, store_client_optio
         }
         const uint64_t gen = *st.live;
         session_rec& s = st.sessions.at(gen);
-        if (st.pending_gen == gen) {
-          for (const auto& k : st.pending_release.unpins)
-            fwd.unpins.push_back(k);
-          for (const auto& k : st.pending_release.aborts)
-            fwd.aborts.push_back(k);
-        }
-        st.pending_release = {};
+        const store_step deferred = st.grants.take_deferred(gen);
+        fwd.unpins.insert(fwd.unpins.end(), deferred.unpins.begin(), deferred.unpins.end());
+        fwd.aborts.insert(fwd.aborts.end(), deferred.aborts.begin(), deferred.aborts.end());
         // A key still held from an ended session is refused until its transfers finish.
         std::vector<bool> pin_local(step.pins.size()), reserve_local(step.reserves.size());
         auto route = [&](const std::vector<object_ref>& orders, std::vector<bool>& local, std::vector<object_ref>& out) {
           for (size_t i = 0; i < orders.size(); ++i) {
-            auto h = st.held.find(orders[i].key);
-            local[i] = h != st.held.end() && h->second.gen != gen;
+            local[i] = st.grants.held_elsewhere(orders[i].key, gen);
             if (!local[i])
               out.push_back(orders[i]);
           }

@@ -5,13 +5,13 @@
 
 namespace ordo {
 
-namespace {
-
 std::string hex64(uint64_t v) {
   char buf[19];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
+
+namespace {
 
 std::string hash_hex(uint64_t v) {
   char buf[17];

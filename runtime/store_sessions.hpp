@@ -154,6 +154,9 @@ private:
   store_session_counters counters_;
 };
 
+// "0x" and 16 hex digits: how the store's messages show a namespace or a key's hash.
+std::string hex64(uint64_t v);
+
 // The text a hello's MAC and certificate signature cover (docs/security.md).
 std::string store_hello_message(const store_hello& h);
 // The text a welcome's proof covers.
