@@ -15,6 +15,13 @@ batch size with the same keys.
 
 Deliberately simple: contiguous KV cache, F.scaled_dot_product_attention, and a per-token Python
 loop for the gated delta net (no chunked kernel), so gdn numbers are a naive lower bound.
+
+The --cuda-graph decode step (decode_step_static) is the fair anchor of issue 42: weights and the
+static KV cache in the model's dtype, q and k roped together, and GQA done inside SDPA by viewing
+the g q heads of a kv head as g query rows (--attn grouped), so that the mask goes to a fused
+kernel instead of the math backend that enable_gqa with a mask falls back to (--attn gqa, and
+--legacy-step for the step as it was). tools/torch_anchors.py times it against an independent
+implementation (tools/torch_plain_anchor.py), the weight-streaming floor and cuBLAS in one call.
 """
 import argparse
 import json
@@ -262,17 +269,17 @@ def forward(d, m, cache, tokens, rows, start, cos, sin, gqa_native):
     return F.linear(last, m["lm_head"]).float()
 
 
-def decode_step_static(d, m, cache, tok, pos, cos, sin, mask_base, gqa_native=True):
-    """One decode step of the dense preset with fixed shapes, capturable in a CUDA graph (the
-    static-KV-cache decode other engines capture): tok [B, 1], pos a 1-element int64 device tensor
-    (the position being written, the same for every row). Attention runs over the whole cache
-    with positions after `pos` masked, K/V are written at `pos` by index_copy_. Returns the
-    argmax [B, 1] and advances nothing (the caller's graph does)."""
+def decode_step_legacy(d, m, cache, tok, pos, cos, sin, mask_base, gqa_native=True):
+    """The static decode step as it was before issue 42, kept only to measure what made the bf16
+    anchor slow (`--legacy-step`): SDPA with enable_gqa AND an additive mask, which by torch's
+    dispatch rules no fused SDPA backend takes on CUDA (flash takes no mask, the efficient kernel no
+    GQA, cuDNN's is off here), so it falls back to the math backend, which upcasts bf16 q/K/V to
+    fp32 and expands K/V to every q head on every layer of every step; and q and k roped
+    separately, with a cast in and out for each. tools/torch_anchors.py profiles both steps."""
     B = tok.shape[0]
     nq, nkv, hd = d["nq"], d["nkv"], d["head_dim"]
     h = F.embedding(tok, m["embed"])
     c, s_ = cos.index_select(0, pos), sin.index_select(0, pos)  # [1, hd/2]
-    # 0 where position <= pos, -inf after: [1, 1, 1, max_len]
     mask = torch.where(mask_base <= pos, 0.0, float("-inf")).to(h.dtype).view(1, 1, 1, -1)
     for L, st in zip(m["layers"], cache.layers):
         xn = rmsnorm(h, L["ln1"], d["norm_eps"])
@@ -298,35 +305,121 @@ def decode_step_static(d, m, cache, tok, pos, cos, sin, mask_base, gqa_native=Tr
     return F.linear(last, m["lm_head"]).float().argmax(-1).view(B, 1)
 
 
-def graph_decode(d, m, cache, first_tok, start, steps, cos, sin, device, gqa_native):
+ATTN_MODES = ("grouped", "gqa", "repeat")
+
+
+def rope_tables_rotate(cos, sin):
+    """[P, hd/2] cos/sin -> [P, hd] tables C = [cos, cos], S = [-sin, sin] for the rotate-half form
+    x * C + [x1, x0] * S, which forms apply_rope's products and sums bit for bit (x0*c + x1*(-s) is
+    x0*c - x1*s; x1*c + x0*s is x0*s + x1*c) in three kernels for q and k together instead of eight each."""
+    return torch.cat([cos, cos], -1).contiguous(), torch.cat([-sin, sin], -1).contiguous()
+
+
+def decode_step_static(d, m, cache, tok, pos, cosf, sinf, mask_base, attn="grouped"):
+    """One decode step of the dense preset with fixed shapes, capturable in a CUDA graph (the
+    static-KV-cache decode other engines capture): tok [B, 1], pos a 1-element int64 device tensor
+    (the position being written, the same for every row), cosf/sinf from rope_tables_rotate. K/V
+    (in the model's dtype: bf16 for bf16) are written at `pos` by index_copy_, and attention runs
+    over the whole cache with positions after `pos` masked. Returns the argmax [B, 1] and advances
+    nothing (the caller's graph does).
+
+    attn: how SDPA does GQA with the mask (issue 42):
+      grouped  the g q heads that share a kv head are g query rows of that kv head, q [B, nkv, g, hd]
+               against K/V [B, nkv, L, hd]: no K/V expansion, and the efficient (cutlass) kernel takes
+               the mask, in bf16 and fp32 (the default, the fair anchor);
+      gqa      enable_gqa=True with the mask: no fused kernel takes that pair on CUDA (torch's
+               sdp_utils), so it falls back to the math backend (bf16 upcast to fp32, K/V
+               expanded): the slow anchor of issue 42;
+      repeat   K/V expanded by repeat_interleave on every layer, then the efficient kernel (what
+               transformers does when a mask is present)."""
+    B = tok.shape[0]
+    nq, nkv, hd = d["nq"], d["nkv"], d["head_dim"]
+    g, half = nq // nkv, hd // 2
+    h = F.embedding(tok, m["embed"])  # [B, 1, dm]
+    dtype = h.dtype
+    c, s_ = cosf.index_select(0, pos), sinf.index_select(0, pos)  # [1, hd], fp32
+    # 0 where position <= pos, -inf after: [1, 1, 1, max_len], in the model's dtype
+    mask = torch.where(mask_base <= pos, 0.0, float("-inf")).to(dtype).view(1, 1, 1, -1)
+    for L, st in zip(m["layers"], cache.layers):
+        xn = rmsnorm(h, L["ln1"], d["norm_eps"])
+        qkv = F.linear(xn, L["wqkv"]).view(B, nq + 2 * nkv, hd)
+        x = qkv[:, :nq + nkv].float()  # q and k heads, roped together in fp32 like apply_rope
+        r = (x * c + torch.cat([x[..., half:], x[..., :half]], -1) * s_).to(dtype)  # [B, nq + nkv, hd]
+        st["k"].index_copy_(2, pos, r[:, nq:].unsqueeze(2))
+        st["v"].index_copy_(2, pos, qkv[:, nq + nkv:].unsqueeze(2))
+        if attn == "grouped":
+            o = F.scaled_dot_product_attention(r[:, :nq].view(B, nkv, g, hd), st["k"], st["v"], attn_mask=mask)
+        elif attn == "gqa":
+            o = F.scaled_dot_product_attention(r[:, :nq].unsqueeze(2), st["k"], st["v"], attn_mask=mask,
+                                               enable_gqa=True)
+        elif attn == "repeat":
+            o = F.scaled_dot_product_attention(r[:, :nq].unsqueeze(2), st["k"].repeat_interleave(g, 1),
+                                               st["v"].repeat_interleave(g, 1), attn_mask=mask)
+        else:
+            raise ValueError("attn %s (%s)" % (attn, ", ".join(ATTN_MODES)))
+        h = h + F.linear(o.reshape(B, 1, nq * hd), L["wo"])  # o [B, nkv, g, hd] or [B, nq, 1, hd]: head order
+        xn = rmsnorm(h, L["ln2"], d["norm_eps"])
+        gu = F.linear(xn, L["wgu"])
+        mlp = d["mlp_dim"]
+        h = h + F.linear(F.silu(gu[..., :mlp]) * gu[..., mlp:], L["wdown"])
+    last = rmsnorm(h[:, -1], m["final_norm"], d["norm_eps"])
+    return F.linear(last, m["lm_head"]).float().argmax(-1).view(B, 1)
+
+
+def graph_cache_len(n):
+    """Static cache length for the graph decode: a multiple of 64, so that the mask's rows are
+    aligned for the efficient SDPA kernel (otherwise it pads a copy of the mask on every call)."""
+    return (n + 63) // 64 * 64
+
+
+def graph_decode(d, m, cache, first_tok, start, steps, cos, sin, device, attn="grouped", legacy=False, repeats=3):
     """Decode `steps` tokens from position `start` by replaying one captured step (tok and pos
-    updated inside the graph). Returns (wall seconds, device ms)."""
+    updated inside the graph), `repeats` times from the same start (each round rewrites the same
+    cache positions). Returns (wall seconds, device ms) of the median round by device time, and the
+    tokens of one more, untimed round ([steps, B])."""
     max_len = cache.layers[0]["k"].shape[2]
     mask_base = torch.arange(max_len, device=device)
+    if legacy:
+        step = lambda t, p: decode_step_legacy(d, m, cache, t, p, cos, sin, mask_base, attn != "repeat")
+    else:
+        cosf, sinf = rope_tables_rotate(cos, sin)
+        step = lambda t, p: decode_step_static(d, m, cache, t, p, cosf, sinf, mask_base, attn)
     tok = first_tok.clone()
     pos = torch.tensor([start], dtype=torch.long, device=device)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm-up outside the graph (allocator, kernels' first launch)
         for _ in range(2):
-            decode_step_static(d, m, cache, tok, pos, cos, sin, mask_base, gqa_native)
+            step(tok, pos)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        nxt = decode_step_static(d, m, cache, tok, pos, cos, sin, mask_base, gqa_native)
+        nxt = step(tok, pos)
         tok.copy_(nxt)
         pos.add_(1)
-    pos.fill_(start)  # the capture itself ran nothing; the warm-up wrote K/V at `start` only
+    rounds = []
+    for _ in range(max(1, repeats)):
+        pos.fill_(start)  # the capture itself ran nothing; the warm-up wrote K/V at `start` only
+        tok.copy_(first_tok)
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        e0.record()
+        for _ in range(steps):
+            graph.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        rounds.append((e0.elapsed_time(e1), time.perf_counter() - t0))
+    rounds.sort()
+    dev_ms, wall_s = rounds[len(rounds) // 2]
+    pos.fill_(start)
     tok.copy_(first_tok)
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = time.perf_counter()
-    e0.record()
+    out = []
     for _ in range(steps):
         graph.replay()
-    e1.record()
+        out.append(tok.clone())
     torch.cuda.synchronize()
-    return time.perf_counter() - t0, e0.elapsed_time(e1)
+    return wall_s, dev_ms, torch.cat(out, 1).t().contiguous()
 
 
 # ---------------------------------------------------------------- bench
@@ -346,8 +439,24 @@ def prompt_tokens(r, n, vocab):
     return [(r * 131 + i * 7 + 1) % vocab for i in range(n)]
 
 
+def attn_mode(args, gqa):
+    """--attn, with --repeat-kv as its old spelling; enable_gqa falls back to repeat where SDPA lacks it."""
+    attn = "repeat" if getattr(args, "repeat_kv", False) else getattr(args, "attn", "grouped")
+    return "repeat" if attn == "gqa" and not gqa else attn
+
+
+def impl_name(args, gqa):
+    if not args.cuda_graph:
+        return "torch_reference"
+    return "torch_reference_cuda_graph" + ("_legacy" if getattr(args, "legacy_step", False) else "") + \
+        ("" if attn_mode(args, gqa) == "grouped" else "_" + attn_mode(args, gqa))
+
+
 def run_batch(d, m, args, batch, device, dtype, cos, sin, gqa):
     max_len = args.prompt_tokens + args.decode_steps + 1
+    if args.cuda_graph:
+        max_len = graph_cache_len(max_len)
+    dec_tokens = None
     ev = lambda: torch.cuda.Event(enable_timing=True)
     with torch.inference_mode():
         # warm-up: one prefill and two decode-shaped steps on a scratch cache
@@ -379,8 +488,9 @@ def run_batch(d, m, args, batch, device, dtype, cos, sin, gqa):
         tok = torch.cat(last).view(batch, 1)
         if args.cuda_graph:
             # decode: the whole step captured once and replayed, static KV cache
-            dec_s, dec_dev = graph_decode(d, m, cache, tok, args.prompt_tokens, args.decode_steps, cos, sin, device,
-                                          gqa and not args.repeat_kv)
+            dec_s, dec_dev, dec_tokens = graph_decode(d, m, cache, tok, args.prompt_tokens, args.decode_steps, cos, sin,
+                                                      device, attn_mode(args, gqa), getattr(args, "legacy_step", False),
+                                                      getattr(args, "repeats", 3))
         else:
             # decode: one token per request per step, greedy (argmax) feeding the next step
             e0, e1 = ev(), ev()
@@ -396,8 +506,11 @@ def run_batch(d, m, args, batch, device, dtype, cos, sin, gqa):
         return {"tokens": tokens, "steps": steps, "seconds": secs, "tokens_per_s": tokens / secs if secs > 0 else 0.0,
                 "ms_per_step": secs * 1e3 / steps if steps else 0.0, "device_ms_sum": dev_ms}
 
-    return (phase(batch * args.prompt_tokens, batch, pre_s, pre_dev),
-            phase(batch * args.decode_steps, args.decode_steps, dec_s, dec_dev))
+    dec = phase(batch * args.decode_steps, args.decode_steps, dec_s, dec_dev)
+    dec["device_ms_per_step"] = dec_dev / args.decode_steps if args.decode_steps else 0.0
+    if dec_tokens is not None:
+        dec["first_row_tokens"] = dec_tokens[0].tolist()
+    return phase(batch * args.prompt_tokens, batch, pre_s, pre_dev), dec
 
 
 def bench(args):
@@ -417,9 +530,10 @@ def bench(args):
     build_s = time.perf_counter() - t0
     gqa = gqa_supported(device)
     name = torch.cuda.get_device_name()
-    print("torch_reference forward: %s/%s %s on %s (torch %s, sdpa gqa %s, tf32 %s, cudnn sdp %s) | prompt %d tokens, "
+    print("torch_reference forward: %s/%s %s on %s (torch %s, sdpa gqa %s, tf32 %s, cudnn sdp %s, %s) | prompt %d tokens, "
           "decode %d steps | model built in %.1f s" % (args.preset, args.size, args.dtype, name, torch.__version__, gqa,
-                                                      args.tf32, args.cudnn_sdp, args.prompt_tokens, args.decode_steps, build_s))
+                                                      args.tf32, args.cudnn_sdp, impl_name(args, gqa), args.prompt_tokens,
+                                                      args.decode_steps, build_s))
     print("%5s %-8s %8s %6s %11s %12s %10s" % ("batch", "phase", "tokens", "steps", "wall ms", "tokens/s", "ms/step"))
     for batch in args.batch:
         pre, dec = run_batch(d, m, args, batch, device, dtype, cos, sin, gqa)
@@ -431,8 +545,7 @@ def bench(args):
              "prompt_tokens": args.prompt_tokens, "decode_steps": args.decode_steps, "batch": batch,
              "max_batch_tokens": args.prompt_tokens, "block_size": 0, "model_build_s": build_s,
              "prefill": pre, "decode": dec, "dtype": args.dtype,
-             "impl": ("torch_reference_cuda_graph" + ("_repeat_kv" if args.repeat_kv else "")) if args.cuda_graph
-                     else "torch_reference"}
+             "impl": impl_name(args, gqa)}
         print("BENCH_JSON " + json.dumps(j), flush=True)
 
 
@@ -453,54 +566,46 @@ def check_logits(args):
 
 
 def check_graph(args):
-    """The captured decode must produce the eager decode's tokens (tiny dense, fp32, batch 2)."""
+    """The captured decode must produce the eager decode's tokens (tiny dense, fp32, batch 2), for
+    every SDPA GQA mode of the static step, with an aligned and an unaligned cache length, and for
+    the legacy step."""
     device = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
+    if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
     d = dims_of("dense", "tiny")
     m = build_model(d, 0, device, torch.float32)
     P, steps, B = 40, 12, 2
     cos, sin = rope_table(d, P + steps + 4, device)
     gqa = gqa_supported(device)
+    variants = [(a, False, n) for a in ATTN_MODES for n in (P + steps + 1, graph_cache_len(P + steps + 1))]
+    variants.append(("gqa" if gqa else "repeat", True, P + steps + 1))
+    failed = 0
     with torch.inference_mode():
-        eager, graphed = Cache(d, B, P + steps + 1, device, torch.float32), Cache(d, B, P + steps + 1, device, torch.float32)
+        eager = Cache(d, B, P + steps + 1, device, torch.float32)
         firsts = []
         for r in range(B):
             t = torch.tensor([prompt_tokens(r, P, d["vocab"])], device=device)
-            rows = torch.tensor([r], device=device)
-            firsts.append(forward(d, m, eager, t, rows, 0, cos, sin, gqa).argmax(-1))
-            forward(d, m, graphed, t, rows, 0, cos, sin, gqa)
+            firsts.append(forward(d, m, eager, t, torch.tensor([r], device=device), 0, cos, sin, gqa).argmax(-1))
         tok = torch.cat(firsts).view(B, 1)
         want = []
         t = tok
         for s in range(steps):
             t = forward(d, m, eager, t, torch.arange(B, device=device), P + s, cos, sin, gqa).argmax(-1).view(B, 1)
             want.append(t)
-        # graph: replay and read tok after each replay
-        max_len = graphed.layers[0]["k"].shape[2]
-        mask_base = torch.arange(max_len, device=device)
-        gt = tok.clone()
-        pos = torch.tensor([P], dtype=torch.long, device=device)
-        graph = torch.cuda.CUDAGraph()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            decode_step_static(d, m, graphed, gt, pos, cos, sin, mask_base, gqa)
-        torch.cuda.current_stream().wait_stream(side)
-        with torch.cuda.graph(graph):
-            nxt = decode_step_static(d, m, graphed, gt, pos, cos, sin, mask_base, gqa)
-            gt.copy_(nxt)
-            pos.add_(1)
-        pos.fill_(P)
-        gt.copy_(tok)
-        got = []
-        for s in range(steps):
-            graph.replay()
-            got.append(gt.clone())
-        torch.cuda.synchronize()
-    same = all(torch.equal(a, b) for a, b in zip(want, got))
-    print("check-graph dense/tiny: %d steps x %d rows, graph tokens %s eager tokens: %s" %
-          (steps, B, "==" if same else "!=", "PASS" if same else "FAIL"))
-    if not same:
+        want = torch.cat(want, 1)  # [B, steps]
+        for attn, legacy, cache_len in variants:
+            graphed = Cache(d, B, cache_len, device, torch.float32)
+            for r in range(B):
+                t = torch.tensor([prompt_tokens(r, P, d["vocab"])], device=device)
+                forward(d, m, graphed, t, torch.tensor([r], device=device), 0, cos, sin, gqa)
+            _, _, got = graph_decode(d, m, graphed, tok, P, steps, cos, sin, device, attn, legacy, repeats=1)
+            same = torch.equal(want, got)
+            failed += not same
+            print("check-graph dense/tiny %s%s, cache %d: %d steps x %d rows, graph tokens %s eager tokens: %s" %
+                  ("legacy " if legacy else "", attn, cache_len, steps, B, "==" if same else "!=",
+                   "PASS" if same else "FAIL"))
+    if failed:
         raise SystemExit(1)
 
 
@@ -518,9 +623,15 @@ def main():
     p.add_argument("--check-logits", action="store_true")
     p.add_argument("--cuda-graph", action="store_true",
                    help="decode with a static KV cache and the whole step captured in one CUDA graph (dense only)")
-    p.add_argument("--repeat-kv", action="store_true",
-                   help="--cuda-graph: expand K/V to every q head (repeat_interleave) instead of SDPA's enable_gqa "
-                        "(faster for bf16 on the H200, slower for fp32 at batch 1)")
+    p.add_argument("--attn", default="grouped", choices=ATTN_MODES,
+                   help="--cuda-graph: how SDPA does GQA under the decode mask (decode_step_static): grouped q rows "
+                        "per kv head (default, the fair anchor), enable_gqa (math fallback, the pre-issue-42 anchor) "
+                        "or K/V expanded by repeat_interleave")
+    p.add_argument("--repeat-kv", action="store_true", help="the old spelling of --attn repeat")
+    p.add_argument("--legacy-step", action="store_true",
+                   help="--cuda-graph: the decode step as it was before issue 42 (to measure what was slow)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="--cuda-graph: time the decode this many times from the same start; report the median")
     p.add_argument("--check-graph", action="store_true",
                    help="tiny dense: the graph decode's tokens equal the eager decode's (then exit)")
     args = p.parse_args()
