@@ -530,9 +530,10 @@ model::model(const model_options& options, device& dev) : impl_(std::make_unique
   I.validate();
   I.kernels = make_kernel_table(dev, {options.matmul, options.weights});
   I.ple_hash_seed = cpu::hash3(options.seed, 0x706c65ULL, 0);
-  if (options.checkpoint)
+  if (options.checkpoint) {
     I.build_checkpoint_weights();
-  else
+    I.options.checkpoint.reset(); // its fp32 slots are on the device now; dims keep the digest
+  } else
     I.build_weights();
   I.build_rope();
   I.build_kv_arena();

@@ -30,7 +30,8 @@ struct hf_checkpoint;
 struct model_options {
   model_preset preset = model_preset::qsa_gdn_ple;
   // A loaded Hugging Face checkpoint (model.path, runtime/models/): its weights and dims instead of
-  // the preset's seeded ones (preset, size and seed are then unused).
+  // the preset's seeded ones (preset, size and seed are then unused). The model lets go of it once
+  // the weights are uploaded (model::options() then holds none; dims() keeps its digest).
   std::shared_ptr<const hf_checkpoint> checkpoint;
   model_size size = model_size::tiny;
   uint64_t seed = 0;
