@@ -30,7 +30,7 @@ timeout 60 "$ordo" trace show "$tmp/a.trace" >"$tmp/show" 2>"$tmp/err" || rc=$?
 check "show exits 0" test $rc -eq 0
 check "show starts with the header line" \
   grep -qE "^trace .*a\.trace: node alpha, ordo .*, schema 1, namespace [0-9a-f]{16}, chaos seed 3, config [0-9a-f]{16}" <(head -1 "$tmp/show")
-records=$(capnp decode messages/ordo.capnp TraceRecord <"$tmp/a.trace" 2>/dev/null | grep -c '^(' || true)
+records=$(capnp decode -I. messages/trace/trace.capnp TraceRecord <"$tmp/a.trace" 2>/dev/null | grep -c '^(' || true)
 lines=$(wc -l <"$tmp/show")
 if [ "${records:-0}" -gt 0 ]; then # capnp decode counts the header too: one line each
   check "show prints one line per record ($lines lines, $records records)" test "$lines" -eq "$records"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records tests/data/golden.trace: a small offload run of the hybrid preset (two requests, HBM
 # evicted, the second sent again from the host tier), decoded by tests/test_trace_golden.cpp.
-# Re-record it only when the trace schema gains fields (messages/ordo.capnp is append-only: an
+# Re-record it only when the trace schema gains fields (messages/trace/trace.capnp and messages/ordo.capnp are append-only: an
 # old golden file must keep decoding, which is what the test guards).
 set -euo pipefail
 ordo=${1:?usage: make_golden_trace.sh PATH_TO_ORDO [OUT]}

@@ -12,7 +12,7 @@
 
 namespace ordo {
 
-// Mirrors wire::DeviceOpKind (messages/ordo.capnp): same order, same values.
+// Mirrors wire::DeviceOpKind (messages/trace/trace.capnp): same order, same values.
 enum class device_op_kind : uint8_t {
   upload,          // step inputs, pinned staging → device (writes the inputs buffer)
   clear,           // declared fill of units given back

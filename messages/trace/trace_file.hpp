@@ -1,5 +1,5 @@
 // Trace files (docs/traces.md): a stream of unpacked, framed Cap'n Proto TraceRecord messages
-// (messages/ordo.capnp); record 0 is the header.
+// (messages/trace/trace.capnp); record 0 is the header.
 //
 // trace_recorder: called on the actors' threads (and the step executor's), it only stamps a
 // record (sequence number, monotonic time) and queues a copy of the message; one writer thread
@@ -32,6 +32,7 @@
 
 #include "messages/capnp_convert.hpp"
 #include "messages/ordo.capnp.h"
+#include "messages/trace/trace.capnp.h"
 #include "messages/trace/device_ops.hpp"
 
 namespace ordo {
