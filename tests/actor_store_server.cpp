@@ -133,11 +133,6 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-char hex_buf[19];
-std::string hex64(uint64_t v) {
-  std::snprintf(hex_buf, sizeof hex_buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return hex_buf;
-}
 
 // Polls `pred` every 10 ms for up to 10 s.
 template <class Pred>
