@@ -692,7 +692,6 @@ model_options to_model_options(const node_config& cfg) {
   return o;
 }
 
-} // namespace ordo
 model_options load_model_options(const node_config& cfg) {
   model_options o = to_model_options(cfg);
   if (!cfg.model_path.empty()) {
@@ -705,3 +704,4 @@ model_options load_model_options(const node_config& cfg) {
   return o;
 }
 
+} // namespace ordo

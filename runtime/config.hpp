@@ -145,13 +145,13 @@ void validate(const node_config& cfg);
 std::string describe(const node_config& cfg);
 
 model_options to_model_options(const node_config& cfg);
+// to_model_options, and with model.path the checkpoint loaded whole (every tensor converted, its
+// digest taken); throws config_error naming model.path and the fault.
+model_options load_model_options(const node_config& cfg);
 
 // "HOST:PORT" (an IPv6 host in brackets: "[::1]:7000") → host and port 1..65535; nullopt when
 // it is not one.
 struct host_port {
-// to_model_options, and with model.path the checkpoint loaded whole (every tensor converted, its
-// digest taken); throws config_error naming model.path and the fault.
-model_options load_model_options(const node_config& cfg);
   std::string host;
   uint16_t port = 0;
 };
