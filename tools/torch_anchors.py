@@ -331,7 +331,7 @@ def main():
             log(traceback.format_exc())
     if left() > 15:
         log("== extra: plain bf16 with enable_gqa + mask")
-        dec["bf16"].update(plain_decode("bf16", log, ("native",)))
+        dec["bf16"].update(plain_decode("bf16", log, ("native",))[0])
     if left() > 30:
         log("== extra: torch_reference bf16, K/V repeat_interleave")
         dec["bf16"].update(ref_decode("bf16", log, ("ref/rep",))[0])
