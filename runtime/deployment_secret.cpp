@@ -19,16 +19,6 @@ namespace {
 
 constexpr size_t secret_file_max_bytes = 4096;
 
-std::string to_hex(const uint8_t* p, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = digits[p[i] >> 4];
-    out[2 * i + 1] = digits[p[i] & 15];
-  }
-  return out;
-}
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9')
     return c - '0';
@@ -158,6 +148,16 @@ secret_key read_secret(const std::string& path) {
 }
 
 } // namespace
+
+std::string to_hex(const uint8_t* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = digits[p[i] >> 4];
+    out[2 * i + 1] = digits[p[i] & 15];
+  }
+  return out;
+}
 
 std::string default_secret_path() {
   if (const char* run = std::getenv("XDG_RUNTIME_DIR"); run && run[0] == '/')

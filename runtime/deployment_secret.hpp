@@ -33,6 +33,8 @@ std::string default_secret_path();
 // what is wrong and what to do.
 deployment_secret load_or_create_secret(const std::string& path);
 
+// `n` bytes as 2n lowercase hex digits.
+std::string to_hex(const uint8_t* p, size_t n);
 // HMAC-SHA256 of `message` under `key`, as 64 lowercase hex digits.
 std::string hmac_hex(const secret_key& key, const std::string& message);
 // Whether `hex` is hmac_hex(key, message); constant time in the digest's bytes.

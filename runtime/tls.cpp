@@ -1,5 +1,7 @@
 #include "runtime/tls.hpp"
 
+#include "runtime/deployment_secret.hpp" // to_hex
+
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -328,13 +330,7 @@ std::string tls_context::sign_hex(const std::string& data) const {
   if (EVP_DigestSign(md.get(), sig.data(), &len, reinterpret_cast<const unsigned char*>(data.data()), data.size()) !=
       1)
     throw std::runtime_error("cannot sign with security.key: " + tls_error_text());
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < len; ++i) {
-    out += digits[sig[i] >> 4];
-    out += digits[sig[i] & 15];
-  }
-  return out;
+  return to_hex(sig.data(), len);
 }
 
 bool tls_context::verify_signed(const std::string& cert_pem, const std::string& data,
