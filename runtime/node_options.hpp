@@ -16,6 +16,7 @@
 #include "runtime/offload_policy.hpp"
 #include "runtime/scheduling.hpp"
 #include "runtime/step_executor.hpp"
+#include "runtime/transfer_routes.hpp"
 
 namespace ordo {
 
@@ -49,7 +50,10 @@ struct node_options {
   namespace_inputs namespace_in;
   uint64_t namespace_id = 0;
   size_t host_arena_bytes = 0;           // the store's memory (window with "store"); 0 without a host tier
-  std::optional<offload_options> offload; // set with kv_transfer.connector = "offload" or "store"
+  std::optional<offload_options> offload; // set with every connector but "none"
+  // The connector's stores and what each leaf plays (runtime/transfer_routes.hpp); the node sets
+  // each leaf's window_offset where it maps that leaf's arena.
+  route_table routes;
   step_executor_options executor;        // host_arena and test switches are the node's to set
   scheduler_options scheduler;
   std::string model_name; // what /v1/models lists
@@ -58,7 +62,16 @@ struct node_options {
   std::vector<std::string> warnings; // settings adjusted, for the node to log
 };
 
-// Why this node must not start with its connector ("" = it may): a P/D connector that moves KV
+// Why kv_transfer.connectors may not be composed ("" = it may; SPEC E3): leaves without "multi",
+// fewer than two, a leaf that is none or multi, two offload leaves (each would keep every save),
+// two P/D leaves (each would serve this node's tier to peers), a store leaf (not supported yet).
+std::string composition_refusal(const node_config& cfg);
+
+// The route table of cfg.connector over `offload` (runtime/transfer_routes.hpp). Throws
+// std::invalid_argument with composition_refusal's reason.
+route_table route_table_of(const node_config& cfg, const std::optional<offload_options>& offload);
+
+// Why this node must not start with its connector ("" = it may): composition_refusal, or a P/D connector that moves KV
 // only (pd_kv) for a model with recurrent state, naming the state groups (state segment names:
 // gdn_conv, gdn_ssm, ple_window, ple_conv) that would be lost. SPEC E2.
 std::string connector_refusal(const node_config& cfg, const std::vector<std::string>& state_groups);

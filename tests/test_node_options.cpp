@@ -147,3 +147,111 @@ TEST_CASE("node_options: /v1/models shows model.served_model_name, else the chec
   ck.served_model_name = "tiny-qwen";
   CHECK(derive_node_options(ck, facts).model_name == "tiny-qwen");
 }
+
+TEST_CASE("node_options: each connector kind is a route table", "[node_options]") {
+  const auto facts = hybrid_facts();
+  const auto none = derive_node_options(parse_config(""), facts).routes;
+  CHECK(none.name == "none");
+  REQUIRE(none.leaves.size() == 1);
+  CHECK(none.leaves[0].kind == route_kind::none);
+  CHECK(none.leaves[0].name == "none");
+  CHECK_FALSE(none.multi());
+
+  for (const char* kind : {"offload", "store"}) {
+    const auto o = derive_node_options(
+        parse_config("", {std::string("kv_transfer.connector=") + kind, "store.address=127.0.0.1:1"}), facts);
+    CAPTURE(kind);
+    REQUIRE(o.routes.leaves.size() == 1);
+    const auto& leaf = o.routes.leaves[0];
+    CHECK(leaf.kind == route_kind::offload);
+    CHECK(leaf.name == kind);
+    CHECK(leaf.policy.name == kind);
+    CHECK(leaf.policy.namespace_id == o.namespace_id);
+    CHECK_FALSE(o.routes.store_stamps); // its store steps carry the connector step's (epoch, seq)
+  }
+
+  const auto dense = [] {
+    auto f = hybrid_facts();
+    f.geometry.has_recurrent_state = false;
+    return f;
+  }();
+  for (const char* kind : {"pd", "pd_kv"}) {
+    const auto o = derive_node_options(
+        parse_config("", {std::string("kv_transfer.connector=") + kind, "pd.lease_ms=1234"}), dense);
+    CAPTURE(kind);
+    REQUIRE(o.routes.leaves.size() == 1);
+    const auto& leaf = o.routes.leaves[0];
+    CHECK(leaf.kind == route_kind::pd);
+    CHECK(leaf.name == kind);
+    CHECK(leaf.takes_leases);
+    CHECK(leaf.policy.lease_ms == 1234);
+    CHECK(o.routes.store_stamps); // this node's store and each peer's, each its own sequence
+  }
+  // A decode-only P/D node holds no leases.
+  CHECK(derive_node_options(parse_config("", {"kv_transfer.connector=pd", "kv_transfer.kv_role=kv_consumer"}), dense)
+            .routes.leaves[0]
+            .policy.lease_ms == 0);
+}
+
+TEST_CASE("node_options: multi is a route table of its leaves in lookup order", "[node_options]") {
+  const auto facts = hybrid_facts();
+  const auto o = derive_node_options(
+      parse_config("", {"kv_transfer.connector=multi", "kv_transfer.connectors=pd,offload", "pd.lease_ms=900"}), facts);
+  const auto& t = o.routes;
+  CHECK(t.name == "multi");
+  CHECK(t.multi());
+  CHECK(t.store_stamps);
+  REQUIRE(t.leaves.size() == 2);
+  CHECK(t.leaves[0].name == "pd");
+  CHECK(t.leaves[0].kind == route_kind::pd);
+  CHECK(t.leaves[0].takes_leases);
+  CHECK(t.leaves[0].policy.lease_ms == 900);
+  CHECK(t.leaves[1].name == "offload");
+  CHECK(t.leaves[1].kind == route_kind::offload);
+  CHECK_FALSE(t.leaves[1].takes_leases);
+  CHECK(t.leaves[1].policy.lease_ms == 0);
+  CHECK(t.leaves[1].policy.name == "offload");
+  CHECK(t.leaves[0].window_offset == 0);
+  CHECK(t.leaves[1].window_offset == 0); // the node sets it where it maps the leaf's arena
+
+  const auto reversed =
+      derive_node_options(parse_config("", {"kv_transfer.connector=multi", "kv_transfer.connectors=offload,pd"}), facts);
+  REQUIRE(reversed.routes.leaves.size() == 2);
+  CHECK(reversed.routes.leaves[0].name == "offload");
+  CHECK(reversed.routes.leaves[1].name == "pd");
+}
+
+TEST_CASE("node_options: compositions multi refuses, each naming the leaves", "[node_options]") {
+  auto with = [](connector_kind kind, std::vector<connector_kind> leaves) {
+    node_config cfg;
+    cfg.connector = kind;
+    cfg.leaves = std::move(leaves);
+    return cfg;
+  };
+  using k = connector_kind;
+  CHECK(composition_refusal(with(k::multi, {k::pd, k::offload})).empty());
+  CHECK(composition_refusal(with(k::pd, {})).empty());
+  CHECK(composition_refusal(with(k::multi, {k::offload, k::store})) ==
+        "kv_transfer.connectors = \"offload,store\": two offload leaves (offload and store) would each keep every save "
+        "of this node; compose at most one offload leaf with a P/D leaf");
+  CHECK(composition_refusal(with(k::multi, {k::pd, k::pd_kv})) ==
+        "kv_transfer.connectors = \"pd,pd_kv\": two P/D leaves (pd and pd_kv) would each serve this node's host tier "
+        "to peers; use one");
+  CHECK(composition_refusal(with(k::multi, {k::pd})) ==
+        "kv_transfer.connector = \"multi\" needs at least two leaves in kv_transfer.connectors (e.g. \"pd,offload\"), "
+        "got \"pd\"");
+  CHECK(composition_refusal(with(k::multi, {k::pd, k::none})) ==
+        "kv_transfer.connectors = \"pd,none\": \"none\" cannot be a leaf (leaves: offload, store, pd, pd_kv)");
+  CHECK(composition_refusal(with(k::multi, {k::multi, k::pd})) ==
+        "kv_transfer.connectors = \"multi,pd\": \"multi\" cannot be a leaf (leaves: offload, store, pd, pd_kv)");
+  CHECK(composition_refusal(with(k::pd, {k::pd, k::offload})) ==
+        "kv_transfer.connectors = \"pd,offload\": leaves are composed by kv_transfer.connector = \"multi\", not \"pd\"");
+  CHECK(composition_refusal(with(k::multi, {k::store, k::pd})) ==
+        "kv_transfer.connectors = \"store,pd\": a store leaf inside multi is not supported yet; compose the in-process "
+        "offload leaf with the P/D leaf, or use kv_transfer.connector = \"store\" alone");
+
+  // No route table is built for a refused composition, and the node refuses to start with it.
+  const auto bad = with(k::multi, {k::offload, k::store});
+  CHECK_THROWS_WITH(route_table_of(bad, offload_options{}), Catch::Matchers::Contains("two offload leaves"));
+  CHECK(connector_refusal(bad, {}).find("two offload leaves") != std::string::npos);
+}
