@@ -31,7 +31,8 @@ clean:
 # (tools/gpu_store_checks.sh), `gpu-bundle/pd_checks` the P/D topologies with GPU nodes
 # (tools/gpu_pd_checks.sh), `gpu-bundle/model_checks` the Hugging Face checkpoints CPU == GPU
 # (tools/gpu_model_checks.sh), `gpu-bundle/speed` issue 14's speed table in one call
-# (tools/gpu_speed.sh), and `gpu-bundle/run` is ordo.
+# (tools/gpu_speed.sh), `gpu-bundle/qwen_real` issue 37 item 8 on a real-width Qwen3.5
+# (tools/gpu_qwen_real.sh), and `gpu-bundle/run` is ordo.
 # `make gpu-amd-check`: compiles kernels/hip for gfx90a with Debian's hipcc (no AMD GPU needed).
 GPU_BUILD ?= build-gpu
 GPU_AMD_BUILD ?= build-gpu-amd
@@ -51,6 +52,7 @@ gpu-bundle: gpu
 	cp tools/gpu_pd_checks.sh gpu-bundle/pd_checks
 	cp tools/gpu_model_checks.sh gpu-bundle/model_checks
 	cp tools/gpu_speed.sh gpu-bundle/speed
+	cp tools/gpu_qwen_real.sh gpu-bundle/qwen_real
 
 gpu-amd-check:
 	@bash scripts/install-deps.sh --amd

@@ -136,6 +136,7 @@ struct model::impl {
   int32_t* ple_buckets = nullptr;
   int64_t ld_proj = 0, ld_mix = 0;
   device_outputs outputs;
+  weight_footprint footprint;
 
   impl(const model_options& o, device& d) : options(o), dev(d) {}
   ~impl() {
@@ -223,6 +224,8 @@ void model::impl::upload_weights(std::vector<weight_spec>& specs) {
         host[offsets[i] + e] = v;
     }
   }
+  footprint.bytes = total * sizeof(float) + total16 * sizeof(uint16_t);
+  footprint.embedding_bytes = size_t(dims.vocab) * dm * sizeof(float);
   float* dev_weights = alloc_floats(total);
   uint16_t* dev_weights16 = static_cast<uint16_t*>(alloc(total16 * sizeof(uint16_t)));
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -547,6 +550,7 @@ const model_options& model::options() const { return impl_->options; }
 const model_geometry& model::geometry() const { return impl_->geometry; }
 device_outputs model::outputs() const { return impl_->outputs; }
 const model_dims& model::dims() const { return impl_->dims; }
+weight_footprint model::weights() const { return impl_->footprint; }
 const std::vector<kv_field>& model::kv_fields() const { return impl_->kv_fields; }
 const state_layout& model::state_slots() const { return impl_->state; }
 

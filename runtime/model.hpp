@@ -59,6 +59,13 @@ struct model_geometry {
 class kernel_table;
 struct model_dims;
 
+// What the uploaded weights take on the device: every tensor, and of those the embedding table,
+// which a step reads by rows rather than whole (so a decode step streams bytes − embedding_bytes).
+struct weight_footprint {
+  uint64_t bytes = 0;
+  uint64_t embedding_bytes = 0;
+};
+
 class model {
 public:
   // Builds the weights from options.seed (or takes options.checkpoint's), uploads them, allocates the KV arena, state slots,
@@ -82,6 +89,7 @@ public:
 
   // Sizes of the preset or the checkpoint (runtime/model_presets.hpp).
   const model_dims& dims() const;
+  weight_footprint weights() const;
   // The KV arena: every page field of every attention layer, layer-major, in declaration order.
   const std::vector<kv_field>& kv_fields() const;
   // The recurrent-state slots (empty segments and num_slots 0 when the model has no state).

@@ -48,6 +48,25 @@ check "the error names cache.chunk_size" grep -q "cache.chunk_size" "$tmp/err"
 check "a workload larger than the arena exits 2" test $? -eq 2
 check "the error names cache.num_blocks" grep -q "cache.num_blocks" "$tmp/err"
 
+# A Hugging Face checkpoint (model.path): read, built and timed like a preset, with the weights'
+# footprint and the weight-streaming floor it is held to.
+"$ordo" bench forward --config configs/qwen3_5_tiny.toml --prompt-tokens 40 --decode-steps 2 --batch 1 2 \
+  >"$tmp/ck" 2>"$tmp/err"
+check "forward on a checkpoint exits 0" test $? -eq 0
+check "forward on a checkpoint prints the floor" grep -qE '^weights on the device [0-9.]+ GB .* floor [0-9.]+ ms per step' "$tmp/ck"
+check "forward on a checkpoint reports it, its weights and the floor" python3 -c '
+import json, sys
+for line in sys.stdin.read().splitlines():
+    j = json.loads(line)
+    assert j["model"] == "tests/data/hf/qwen3_5_text" and j["preset"] == "checkpoint", j
+    assert j["parameters"] > 0 and j["weight_bytes"] > j["embedding_bytes"] > 0, j
+    assert j["device_copy_gbps"] > 0 and j["floor_ms"] > 0 and j["checkpoint_read_s"] >= 0, j
+    assert j["prefill"]["tokens"] == 40 * j["batch"] and j["decode"]["tokens"] == 2 * j["batch"], j
+' < <(json "$tmp/ck")
+"$ordo" bench matmul --config configs/qwen3_5_tiny.toml --rows 1 >"$tmp/out" 2>"$tmp/err"
+check "a bench of the presets only refuses model.path" test $? -eq 2
+check "its error names model.path and the benches that take one" grep -q 'model.path.*ordo bench forward. and .copy' "$tmp/err"
+
 # Every projection shape of the tiny dense model, at two row counts, exact only on the CPU device.
 "$ordo" bench matmul --config configs/dense.toml --rows 1 40 --repeats 2 >"$tmp/mm" 2>"$tmp/err"
 check "matmul exits 0" test $? -eq 0

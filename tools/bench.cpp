@@ -28,6 +28,7 @@
 #include "runtime/kv_codec.hpp"
 #include "runtime/layouts.hpp"
 #include "runtime/model_presets.hpp"
+#include "runtime/models/hf_model.hpp"
 #include "runtime/step_executor.hpp"
 
 namespace ordo {
@@ -241,16 +242,20 @@ void warm_up(step_executor& exec, const forward_workload& w) {
   run_step(exec, decode);
 }
 
-bool load_bench_config(const std::string& path, const std::vector<std::string>& sets, node_config& cfg) {
+// `checkpoints`: the bench takes model.path too (forward builds the checkpoint's model, copy lays
+// out its arena); the others size their buffers from the preset's dims and refuse it.
+bool load_bench_config(const std::string& path, const std::vector<std::string>& sets, node_config& cfg,
+                       bool checkpoints = false) {
   try {
     cfg = load_config_file(path, sets);
   } catch (const std::exception& e) {
     std::cerr << "ordo bench: invalid config: " << e.what() << "\n";
     return false;
   }
-  if (!cfg.model_path.empty()) { // the benches build the preset's model; a checkpoint is issue 37 item 8
+  if (!cfg.model_path.empty() && !checkpoints) {
     std::cerr << "ordo bench: model.path = \"" << cfg.model_path
-              << "\": the benches run the seeded presets only; leave model.path out\n";
+              << "\": this bench runs the seeded presets only (`ordo bench forward` and `copy` take a checkpoint); leave "
+                 "model.path out\n";
     return false;
   }
   return true;
@@ -272,15 +277,39 @@ double best_time(device& dev, int32_t repeats, Fn&& enqueue) {
 
 double gbps(double bytes, double seconds) { return seconds > 0 ? bytes / seconds / 1e9 : 0.0; }
 
+// The device memory's bandwidth as a device-to-device copy of 512 MiB sees it (best of 5; a copy
+// reads and writes every byte, so 2 × bytes / time): the rate a step can stream weights at.
+double device_copy_gbps(device& dev) {
+  constexpr size_t bytes = size_t{512} << 20;
+  void* a = dev.alloc_device(bytes);
+  void* b = dev.alloc_device(bytes);
+  dev.fill_async(stream_kind::compute, a, 1, bytes);
+  dev.copy_async(stream_kind::compute, b, a, bytes); // warm-up
+  const double s = best_time(dev, 5, [&] { dev.copy_async(stream_kind::compute, b, a, bytes); });
+  dev.free_device(a);
+  dev.free_device(b);
+  return gbps(2.0 * bytes, s);
+}
+
 } // namespace
 
 int run_bench_forward(const bench_forward_options& o) {
   spdlog::set_level(spdlog::level::warn);
   node_config cfg;
-  if (!load_bench_config(o.config_path, o.overrides, cfg))
+  if (!load_bench_config(o.config_path, o.overrides, cfg, true))
     return 2;
-  auto model_opts = to_model_options(cfg);
-  auto dims = dims_of(cfg.preset, cfg.size);
+  model_options model_opts;
+  const auto t_read = clock_type::now();
+  try {
+    model_opts = load_model_options(cfg); // reads and checks model.path's checkpoint, if any
+  } catch (const std::exception& e) {
+    std::cerr << "ordo bench forward: " << e.what() << "\n";
+    return 2;
+  }
+  const double read_s = seconds_since(t_read);
+  const model_dims dims = dims_of(model_opts);
+  const std::string model_name =
+      cfg.model_path.empty() ? std::string(to_string(cfg.preset)) + "/" + to_string(cfg.size) : cfg.model_path;
   const int32_t blocks_per_req = (o.prompt_tokens + o.decode_steps + cfg.block_size - 1) / cfg.block_size;
   std::string why;
   if (o.batches.empty())
@@ -316,6 +345,13 @@ int run_bench_forward(const bench_forward_options& o) {
     auto t_build = clock_type::now();
     model mdl(model_opts, *dev);
     double build_s = seconds_since(t_build);
+    model_opts.checkpoint.reset(); // its host copy of the weights, now on the device
+    // The weight-streaming floor of one step: every weight but the embedding table (read by rows)
+    // at the device's copy bandwidth. A decode step cannot be faster; prefill is compute-bound.
+    const weight_footprint weights = mdl.weights();
+    const double copy_gbps = device_copy_gbps(*dev);
+    const double streamed = static_cast<double>(weights.bytes - weights.embedding_bytes);
+    const double floor_ms = copy_gbps > 0 ? streamed / (copy_gbps * 1e9) * 1e3 : 0.0;
     step_executor_options exec_opts;
     exec_opts.max_batch_tokens = cfg.max_batch_tokens;
     exec_opts.max_num_seqs = cfg.max_num_seqs;
@@ -335,14 +371,18 @@ int run_bench_forward(const bench_forward_options& o) {
     }
     step_executor exec(*dev, mdl, exec_opts);
 
-    std::printf("ordo bench forward: %s/%s kv %s weights %s matmul %s on %s | prompt %d tokens, decode %d steps, "
-                "max_batch_tokens %d, block %d | model built in %.1f s\n",
-                to_string(cfg.preset), to_string(cfg.size), to_string(cfg.kv), to_string(model_opts.weights),
+    std::printf("ordo bench forward: %s kv %s weights %s matmul %s on %s | prompt %d tokens, decode %d steps, "
+                "max_batch_tokens %d, block %d | %.4gM parameters; checkpoint read in %.1f s, model built in %.1f s\n",
+                model_name.c_str(), to_string(cfg.kv), to_string(model_opts.weights),
                 model_opts.weights == weight_dtype::bf16 ? "bf16" : to_string(model_opts.matmul),
-                dev->name().c_str(), o.prompt_tokens,
-                o.decode_steps, cfg.max_batch_tokens, cfg.block_size, build_s);
-    std::printf("%5s %-8s %8s %6s %11s %12s %10s\n", "batch", "phase", "tokens", "steps", "wall ms", "tokens/s",
-                "ms/step");
+                dev->name().c_str(), o.prompt_tokens, o.decode_steps, cfg.max_batch_tokens, cfg.block_size,
+                static_cast<double>(parameter_count(dims)) / 1e6, read_s, build_s);
+    std::printf("weights on the device %.2f GB (embedding table %.2f GB, read by rows); device copy %.0f GB/s; "
+                "floor %.3f ms per step (%.2f GB streamed)\n",
+                static_cast<double>(weights.bytes) / 1e9, static_cast<double>(weights.embedding_bytes) / 1e9,
+                copy_gbps, floor_ms, streamed / 1e9);
+    std::printf("%5s %-8s %8s %6s %11s %12s %10s %8s\n", "batch", "phase", "tokens", "steps", "wall ms", "tokens/s",
+                "ms/step", "÷ floor");
     for (auto batch : o.batches) {
       forward_workload w;
       w.batch = batch, w.prompt = o.prompt_tokens, w.decode = o.decode_steps;
@@ -372,8 +412,9 @@ int run_bench_forward(const bench_forward_options& o) {
         rows.push_back({"dec+save", &saves->second});
       }
       for (auto [name, p] : rows)
-        std::printf("%5d %-8s %8lld %6d %11.1f %12.1f %10.2f\n", batch, name, static_cast<long long>(p->tokens),
-                    p->steps, p->seconds * 1e3, p->tokens_per_s(), p->ms_per_step());
+        std::printf("%5d %-8s %8lld %6d %11.1f %12.1f %10.2f %8.2f\n", batch, name, static_cast<long long>(p->tokens),
+                    p->steps, p->seconds * 1e3, p->tokens_per_s(), p->ms_per_step(),
+                    floor_ms > 0 ? p->ms_per_step() / floor_ms : 0.0);
       if (saves)
         std::printf("%5d saves: %d chunk(s) of %.2f MB per step; decode with saves / alone = %.3f (%d rounds, "
                     "steps with and without saves alternating)\n",
@@ -381,8 +422,10 @@ int run_bench_forward(const bench_forward_options& o) {
                     saves->second.ms_per_step() / saves->first.ms_per_step(), save_rounds);
       // The JSON line right after its rows, so a run cut short still leaves every finished batch.
       nlohmann::json j = {{"bench", "forward"},
-                          {"preset", to_string(cfg.preset)},
-                          {"size", to_string(cfg.size)},
+                          {"model", model_name},
+                          {"preset", cfg.model_path.empty() ? to_string(cfg.preset) : "checkpoint"},
+                          {"size", cfg.model_path.empty() ? to_string(cfg.size) : "checkpoint"},
+                          {"parameters", parameter_count(dims)},
                           {"kv_dtype", to_string(cfg.kv)},
                           {"weight_dtype", to_string(model_opts.weights)},
                           {"matmul", model_opts.weights == weight_dtype::bf16 ? "bf16" : to_string(model_opts.matmul)},
@@ -392,7 +435,12 @@ int run_bench_forward(const bench_forward_options& o) {
                           {"batch", w.batch},
                           {"max_batch_tokens", w.max_batch_tokens},
                           {"block_size", w.block_size},
+                          {"checkpoint_read_s", read_s},
                           {"model_build_s", build_s},
+                          {"weight_bytes", weights.bytes},
+                          {"embedding_bytes", weights.embedding_bytes},
+                          {"device_copy_gbps", copy_gbps},
+                          {"floor_ms", floor_ms},
                           {"prefill", prefill.to_json()},
                           {"decode", decode.to_json()}};
       if (saves) {
@@ -515,7 +563,7 @@ int run_bench_matmul(const bench_matmul_options& o) {
 int run_bench_copy(const bench_copy_options& o) {
   spdlog::set_level(spdlog::level::warn);
   node_config cfg;
-  if (!load_bench_config(o.config_path, o.overrides, cfg))
+  if (!load_bench_config(o.config_path, o.overrides, cfg, true))
     return 2;
   if (o.peak_mib < 1 || o.units < 0 || o.repeats < 1) {
     std::cerr << "ordo bench copy: --peak-mib and --repeats must be >= 1, --units >= 0\n";
@@ -534,7 +582,11 @@ int run_bench_copy(const bench_copy_options& o) {
 
     // (b) page units as the arena lays them out (one region per field, block b at b·block_bytes),
     // copied to / from a host buffer of whole units with one copy_async per field block.
-    auto specs = region_layout(dims_of(cfg.preset, cfg.size), cfg.kv, cfg.block_size);
+    // A checkpoint's dims come from its config.json alone; no tensor is read.
+    const model_dims dims = cfg.model_path.empty()
+                                ? dims_of(cfg.preset, cfg.size)
+                                : dims_of(read_hf_config(cfg.model_path), cfg.num_blocks * cfg.block_size);
+    auto specs = region_layout(dims, cfg.kv, cfg.block_size);
     const int32_t units = o.units > 0 ? o.units : cfg.num_blocks;
     size_t unit_bytes = 0, min_block = 0, max_block = 0;
     for (const auto& s : specs) {
