@@ -926,17 +926,42 @@ int run_bench_offload(const bench_offload_options& o) {
     dev->free_host_pinned(sums_h);
     dev->free_host_pinned(zeros_h);
 
-    const double memcpy_h2d_gbps = gbps(static_cast<double>(total), memcpy_h2d);
-    const double memcpy_d2h_gbps = gbps(static_cast<double>(total), memcpy_d2h);
-    const double checksum_gbps = gbps(static_cast<double>(total), checksum);
-    const double gather_alone_gbps = gbps(static_cast<double>(total), gather_alone);
-    const double scatter_alone_gbps = gbps(static_cast<double>(total), scatter_alone);
-    const double scatter_staged_alone_gbps = gbps(static_cast<double>(total), scatter_staged_alone);
-    const double load_direct_gbps = gbps(static_cast<double>(total), direct.load);
-    const double save_gbps = gbps(static_cast<double>(total), save);
-    const double save_hashed_gbps = gbps(static_cast<double>(total), save_hashed);
-    const double load_hashed_gbps = gbps(static_cast<double>(total), load_hashed);
-    const double load_gbps = gbps(static_cast<double>(total), load);
+    // The report as a table: each path's time, its GB/s, and its share of the plain copy the same
+    // way (a ratio key in the JSON where the path has one).
+    const double bytes = static_cast<double>(total);
+    const double memcpy_d2h_gbps = gbps(bytes, memcpy_d2h), memcpy_h2d_gbps = gbps(bytes, memcpy_h2d);
+    const double save_gbps = gbps(bytes, save), load_gbps = gbps(bytes, load);
+    constexpr double is_copy = -1; // of_copy of the plain copies themselves: "1.00"
+    struct path_row {
+      const char* label;
+      double seconds;
+      const char* gbps_key;
+      double of_copy;                  // the plain copy's GB/s the same way; 0: no ratio ("-")
+      const char* ratio_key = nullptr; // where the JSON has the ratio too
+      double in_process_gbps = 0;      // > 0: also against the in-process path, under in_process_key
+      const char* in_process_key = nullptr;
+    };
+    std::vector<path_row> rows = {
+        {"copy device->host (one copy)", memcpy_d2h, "memcpy_d2h_gbps", is_copy},
+        {"copy host->device (one copy)", memcpy_h2d, "memcpy_h2d_gbps", is_copy},
+        {"checksum of the data (host threads)", checksum, "checksum_gbps", 0},
+        {"gather kernel alone (no step, no sum)", gather_alone, "gather_alone_gbps", memcpy_d2h_gbps},
+        {"scatter kernel alone (no step, no sum)", scatter_alone, "scatter_alone_gbps", memcpy_h2d_gbps},
+        {"copies + scatter, staged (no step, no sum)", scatter_staged_alone, "scatter_staged_alone_gbps",
+         memcpy_h2d_gbps},
+        {"save, host hashes: commit + reserve + gather", save_hashed, "save_host_checksum_gbps", memcpy_d2h_gbps},
+        {"save: commit + reserve + gather (summing)", save, "save_gbps", memcpy_d2h_gbps, "save_ratio"},
+        {"load, host hashes: unpin + pin + scatter", load_hashed, "load_host_checksum_gbps", memcpy_h2d_gbps},
+        {"load: unpin + pin + scatter (summing)", load, "load_gbps", memcpy_h2d_gbps, "load_ratio"},
+        {"load, scatter from host memory (summing)", direct.load, "load_direct_gbps", memcpy_h2d_gbps,
+         "load_direct_ratio"},
+    };
+    if (remote) {
+      rows.push_back({"store server: save (other process)", remote->save, "store_save_gbps", memcpy_d2h_gbps,
+                      "store_save_ratio", save_gbps, "store_save_of_in_process"});
+      rows.push_back({"store server: load (other process)", remote->load, "store_load_gbps", memcpy_h2d_gbps,
+                      "store_load_ratio", load_gbps, "store_load_of_in_process"});
+    }
     auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
     std::printf("ordo bench offload: %s/%s kv %s block %d chunk %d on %s | best of %d\n", to_string(cfg.preset),
                 to_string(cfg.size), to_string(cfg.kv), cfg.block_size, cfg.chunk_size, dev->name().c_str(),
@@ -944,41 +969,7 @@ int run_bench_offload(const bench_offload_options& o) {
     std::printf("%d chunk objects of %d blocks x %zu fields = %zu bytes each (%.1f MiB in all); store arena %zu bytes\n",
                 o.chunks, blocks_per_chunk, fields.size(), chunk_bytes, static_cast<double>(total) / (1 << 20),
                 capacity);
-    std::printf("%-42s %12s %10s %8s %9s\n", "path", "bytes", "ms", "GB/s", "of copy");
-    std::printf("%-42s %12zu %10.3f %8.2f %9s\n", "copy device->host (one copy)", total, memcpy_d2h * 1e3,
-                memcpy_d2h_gbps, "1.00");
-    std::printf("%-42s %12zu %10.3f %8.2f %9s\n", "copy host->device (one copy)", total, memcpy_h2d * 1e3,
-                memcpy_h2d_gbps, "1.00");
-    std::printf("%-42s %12zu %10.3f %8.2f %9s\n", "checksum of the data (host threads)", total, checksum * 1e3, checksum_gbps,
-                "-");
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "gather kernel alone (no step, no sum)", total,
-                gather_alone * 1e3, gather_alone_gbps, ratio(gather_alone_gbps, memcpy_d2h_gbps));
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "scatter kernel alone (no step, no sum)", total,
-                scatter_alone * 1e3, scatter_alone_gbps, ratio(scatter_alone_gbps, memcpy_h2d_gbps));
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "copies + scatter, staged (no step, no sum)", total,
-                scatter_staged_alone * 1e3, scatter_staged_alone_gbps, ratio(scatter_staged_alone_gbps, memcpy_h2d_gbps));
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "save, host hashes: commit + reserve + gather", total,
-                save_hashed * 1e3, save_hashed_gbps, ratio(save_hashed_gbps, memcpy_d2h_gbps));
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "save: commit + reserve + gather (summing)", total, save * 1e3,
-                save_gbps, ratio(save_gbps, memcpy_d2h_gbps));
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load, host hashes: unpin + pin + scatter", total,
-                load_hashed * 1e3, load_hashed_gbps, ratio(load_hashed_gbps, memcpy_h2d_gbps));
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load: unpin + pin + scatter (summing)", total, load * 1e3,
-                load_gbps, ratio(load_gbps, memcpy_h2d_gbps));
-    std::printf("%-42s %12zu %10.3f %8.2f %9.3f\n", "load, scatter from host memory (summing)", total,
-                direct.load * 1e3, load_direct_gbps, ratio(load_direct_gbps, memcpy_h2d_gbps));
-    double store_save_gbps = 0, store_load_gbps = 0;
-    if (remote) {
-      store_save_gbps = gbps(static_cast<double>(total), remote->save);
-      store_load_gbps = gbps(static_cast<double>(total), remote->load);
-      std::printf("%-42s %12zu %10.3f %8.2f %9.3f  (%.3f of in-process)\n", "store server: save (other process)", total,
-                  remote->save * 1e3, store_save_gbps, ratio(store_save_gbps, memcpy_d2h_gbps),
-                  ratio(store_save_gbps, save_gbps));
-      std::printf("%-42s %12zu %10.3f %8.2f %9.3f  (%.3f of in-process)\n", "store server: load (other process)", total,
-                  remote->load * 1e3, store_load_gbps, ratio(store_load_gbps, memcpy_h2d_gbps),
-                  ratio(store_load_gbps, load_gbps));
-      std::printf("store server: %s\n", remote_name.c_str());
-    }
+    std::printf("%-44s %12s %10s %8s %9s\n", "path", "bytes", "ms", "GB/s", "of copy");
     nlohmann::json j = {{"bench", "offload"},
                         {"preset", to_string(cfg.preset)},
                         {"size", to_string(cfg.size)},
@@ -990,29 +981,25 @@ int run_bench_offload(const bench_offload_options& o) {
                         {"chunks", o.chunks},
                         {"blocks_per_chunk", blocks_per_chunk},
                         {"chunk_bytes", chunk_bytes},
-                        {"bytes", total},
-                        {"save_gbps", save_gbps},
-                        {"save_host_checksum_gbps", save_hashed_gbps},
-                        {"load_host_checksum_gbps", load_hashed_gbps},
-                        {"load_gbps", load_gbps},
-                        {"memcpy_d2h_gbps", memcpy_d2h_gbps},
-                        {"memcpy_h2d_gbps", memcpy_h2d_gbps},
-                        {"checksum_gbps", checksum_gbps},
-                        {"gather_alone_gbps", gather_alone_gbps},
-                        {"scatter_alone_gbps", scatter_alone_gbps},
-                        {"scatter_staged_alone_gbps", scatter_staged_alone_gbps},
-                        {"load_direct_gbps", load_direct_gbps},
-                        {"save_ratio", ratio(save_gbps, memcpy_d2h_gbps)},
-                        {"load_ratio", ratio(load_gbps, memcpy_h2d_gbps)},
-                        {"load_direct_ratio", ratio(load_direct_gbps, memcpy_h2d_gbps)}};
-    if (remote) {
-      j["store_save_gbps"] = store_save_gbps;
-      j["store_load_gbps"] = store_load_gbps;
-      j["store_save_ratio"] = ratio(store_save_gbps, memcpy_d2h_gbps);
-      j["store_load_ratio"] = ratio(store_load_gbps, memcpy_h2d_gbps);
-      j["store_save_of_in_process"] = ratio(store_save_gbps, save_gbps);
-      j["store_load_of_in_process"] = ratio(store_load_gbps, load_gbps);
+                        {"bytes", total}};
+    for (const path_row& r : rows) {
+      const double g = gbps(bytes, r.seconds);
+      std::printf("%-44s %12zu %10.3f %8.2f ", r.label, total, r.seconds * 1e3, g);
+      if (r.of_copy > 0)
+        std::printf("%9.3f", ratio(g, r.of_copy));
+      else
+        std::printf("%9s", r.of_copy == is_copy ? "1.00" : "-");
+      if (r.in_process_gbps > 0)
+        std::printf("  (%.3f of in-process)", ratio(g, r.in_process_gbps));
+      std::printf("\n");
+      j[r.gbps_key] = g;
+      if (r.ratio_key != nullptr)
+        j[r.ratio_key] = ratio(g, r.of_copy);
+      if (r.in_process_key != nullptr)
+        j[r.in_process_key] = ratio(g, r.in_process_gbps);
     }
+    if (remote)
+      std::printf("store server: %s\n", remote_name.c_str());
     std::printf("BENCH_JSON %s\n", j.dump().c_str());
     return 0;
   } catch (const std::exception& e) {
