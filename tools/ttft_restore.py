@@ -35,6 +35,32 @@ def metric(port, series):
     return float(m.group(1)) if m else 0.0
 
 
+def report(a, tokens, rows, loaded, peak_h2d, startup):
+    """Prints one length's rows, its floor and limit and its BENCH_JSON line; True when the digests agree."""
+    digests = {o["logits_digest"] for _, _, o in rows}
+    floor = loaded / (peak_h2d * 1e9) if peak_h2d > 0 else 0.0
+    cold, hbm, restore = rows[0][1], rows[1][1], rows[2][1]
+    limit = hbm + 1.5 * floor
+    print(f"prompt {tokens} tokens")
+    print(f"{'path':<20} {'resume_at':>9} {'from hbm':>9} {'from cpu':>9} {'TTFT s':>9} {'vs cold':>8}")
+    for name, wall, o in rows:
+        print(f"{name:<20} {o['resume_at']:>9} {o['from']['hbm']:>9} {o['from']['cpu']:>9} {wall:>9.3f} "
+              f"{cold / wall if wall > 0 else 0:>7.1f}x")
+    print(f"transfer floor: {loaded / 1e6:.1f} MB loaded / {peak_h2d:.1f} GB/s pinned peak = {floor:.4f} s; "
+          f"restore TTFT / floor = {restore / floor if floor > 0 else 0:.1f}; "
+          f"limit HBM hit + 1.5 x floor = {limit:.3f} s: {'within' if restore <= limit else 'OVER'}")
+    print("digests equal: " + ("yes" if len(digests) == 1 else "NO " + str(digests)))
+    print("BENCH_JSON " + json.dumps({
+        "bench": "ttft_restore", "config": a.config, "sets": a.set, "tokens": tokens,
+        "node_ready_s": startup,
+        "ttft_cold_s": cold, "ttft_hbm_s": hbm, "ttft_restore_s": restore,
+        "restore_resume_at": rows[2][2]["resume_at"], "restore_from_cpu": rows[2][2]["from"]["cpu"],
+        "bytes_loaded": loaded, "peak_h2d_gbps": peak_h2d, "transfer_floor_s": floor,
+        "restore_limit_s": limit, "within_limit": restore <= limit,
+        "digests_equal": len(digests) == 1}, sort_keys=True), flush=True)
+    return len(digests) == 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ordo", required=True)
@@ -57,13 +83,15 @@ def main():
     t_start = time.perf_counter()
     node = subprocess.Popen([a.ordo, "node", "--config", a.config] + set_args, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
-    results = []
+    ok = True
     try:
         first = node.stdout.readline()
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", first)
         if not m:
             sys.exit("ordo node did not start: " + first)
         startup = time.perf_counter() - t_start  # the checkpoint read and the weights uploaded
+        print(f"ttft_restore: {a.config} {' '.join(a.set)} | max_tokens 1 | node ready in {startup:.1f} s",
+              flush=True)
         port = int(m.group(1))
         for i, tokens in enumerate(a.tokens):
             rng = random.Random(32768 + i)  # one prompt per length, none a prefix of another
@@ -79,36 +107,11 @@ def main():
                 wall = time.perf_counter() - t
                 rows.append((name, wall, r["ordo"]))
             loaded = metric(port, 'ordo_offload_bytes_total{direction="load"}') - loaded_before
-            results.append((tokens, rows, loaded))
+            ok = report(a, tokens, rows, loaded, peak_h2d, startup) and ok
     finally:
         node.terminate()
         node.wait(timeout=60)
 
-    print(f"ttft_restore: {a.config} {' '.join(a.set)} | max_tokens 1 | node ready in {startup:.1f} s")
-    ok = True
-    for tokens, rows, loaded in results:
-        digests = {o["logits_digest"] for _, _, o in rows}
-        floor = loaded / (peak_h2d * 1e9) if peak_h2d > 0 else 0.0
-        cold, hbm, restore = rows[0][1], rows[1][1], rows[2][1]
-        limit = hbm + 1.5 * floor
-        print(f"prompt {tokens} tokens")
-        print(f"{'path':<20} {'resume_at':>9} {'from hbm':>9} {'from cpu':>9} {'TTFT s':>9} {'vs cold':>8}")
-        for name, wall, o in rows:
-            print(f"{name:<20} {o['resume_at']:>9} {o['from']['hbm']:>9} {o['from']['cpu']:>9} {wall:>9.3f} "
-                  f"{cold / wall if wall > 0 else 0:>7.1f}x")
-        print(f"transfer floor: {loaded / 1e6:.1f} MB loaded / {peak_h2d:.1f} GB/s pinned peak = {floor:.4f} s; "
-              f"restore TTFT / floor = {restore / floor if floor > 0 else 0:.1f}; "
-              f"limit HBM hit + 1.5 x floor = {limit:.3f} s: {'within' if restore <= limit else 'OVER'}")
-        print("digests equal: " + ("yes" if len(digests) == 1 else "NO " + str(digests)))
-        print("BENCH_JSON " + json.dumps({
-            "bench": "ttft_restore", "config": a.config, "sets": a.set, "tokens": tokens,
-            "node_ready_s": startup,
-            "ttft_cold_s": cold, "ttft_hbm_s": hbm, "ttft_restore_s": restore,
-            "restore_resume_at": rows[2][2]["resume_at"], "restore_from_cpu": rows[2][2]["from"]["cpu"],
-            "bytes_loaded": loaded, "peak_h2d_gbps": peak_h2d, "transfer_floor_s": floor,
-            "restore_limit_s": limit, "within_limit": restore <= limit,
-            "digests_equal": len(digests) == 1}, sort_keys=True))
-        ok = ok and len(digests) == 1
     return 0 if ok else 1
 
 
