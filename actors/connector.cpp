@@ -2,274 +2,151 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/connector_shell.hpp"
-#include "runtime/connector_policy.hpp"
 #include "runtime/sequence_check.hpp"
+#include "runtime/transfer_routes.hpp"
 
 namespace ordo {
 
 namespace {
 
 struct connector_state {
-  std::shared_ptr<const connector_policy> policy;
-  store_actor store;
-  sequence_check steps;
-  door io;
-  static inline const char* name = "connector";
-};
-
-using self_ptr = connector_actor::stateful_pointer<connector_state>;
-
-// A lookup: the store query the policy needs, sent to `store`, and the answer built from its
-// reply (from_peer: the coverage lies in a P/D peer's host tier).
-template <class Self>
-caf::result<connector_lookup_done> lookup_through(Self* self, const store_actor& store, const connector_lookup& lookup,
-                                                  bool from_peer) {
-  auto& st = self->state;
-  auto probe = st.policy->lookup(lookup);
-  if (!probe)
-    return st.io.reply(self, st.policy->lookup_answered(lookup, {}));
-  auto requester = self->current_sender(); // before the promise takes the request over
-  auto rp = self->template make_response_promise<connector_lookup_done>();
-  st.io.request(
-      self, store, std::move(*probe),
-      [=](store_contains_done& found, uint64_t) mutable {
-        auto done = self->state.policy->lookup_answered(lookup, found);
-        done.from_peer = from_peer;
-        self->state.io.deliver(rp, requester, std::move(done));
-      },
-      [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_lookup_done", err); });
-  return rp;
-}
-
-connector_actor::behavior_type connector(self_ptr self, std::string kind, std::optional<offload_options> options,
-                                         store_actor store, uint64_t epoch, trace_tap tap) {
-  auto& st = self->state;
-  st.policy = make_connector_policy(kind, options);
-  st.store = std::move(store);
-  st.io = door("connector", std::move(tap));
-  (void)epoch; // the first step of any epoch is accepted (sequence_check)
-  return {
-    [=](const connector_lookup& lookup) -> caf::result<connector_lookup_done> {
-      auto& st = self->state;
-      st.io.received(self->current_sender(), lookup);
-      return lookup_through(self, st.store, lookup, false);
-    },
-    [=](const connector_step& step) -> caf::result<connector_step_done> {
-      auto& st = self->state;
-      st.io.received(self->current_sender(), step);
-      if (auto refused = out_of_order(self, step))
-        return *refused;
-      auto to_store = st.policy->step(step);
-      if (!to_store)
-        return st.io.reply(self, st.policy->step_answered(step, {}));
-      auto requester = self->current_sender(); // before the promise takes the request over
-      auto rp = self->make_response_promise<connector_step_done>();
-      st.io.request(
-          self, st.store, std::move(*to_store),
-          [=](store_step_done& answer, uint64_t) mutable {
-            try {
-              self->state.io.deliver(rp, requester, self->state.policy->step_answered(step, answer));
-            } catch (const std::exception& e) {
-              self->state.io.fail(rp, requester, "connector_step_done",
-                                  caf::make_error(caf::sec::invalid_argument, e.what()));
-            }
-          },
-          [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_step_done", err); });
-      return rp;
-    },
-  };
-}
-
-} // namespace
-
-connector_actor spawn_connector(caf::actor_system& sys, const std::string& kind,
-                                std::optional<offload_options> policy, store_actor store, uint64_t epoch,
-                                trace_tap tap) {
-  return sys.spawn(connector, kind, std::move(policy), std::move(store), epoch, std::move(tap));
-}
-
-// --- P/D ----------------------------------------------------------------------------------------
-
-namespace {
-
-// NOTE(peer-clients): a decode node keeps at most this many peers' store clients; each ends
-// itself after a minute unused, and the connector forgets it then.
-constexpr size_t max_peer_clients = 64;
-
-struct pd_state;
-using pd_ptr = connector_actor::stateful_pointer<pd_state>;
-
-struct pd_state {
-  std::shared_ptr<const connector_policy> policy;
-  store_actor local;
-  std::function<store_actor(const std::string&)> peer_store;
-  std::map<std::string, store_actor> peers;
-  // Requests whose loads go to a peer: the peer and the transfer id whose lease the loads' unpins
-  // release there.
-  struct peer_request {
-    std::string peer;
-    std::string transfer_id;
-  };
-  recent_requests<peer_request> request_peer;
-  std::map<caf::actor_id, sequence_stamp> stamps; // per store: its steps' (epoch, seq)
+  std::optional<transfer_routes> core;
+  connector_stores stores;
+  std::map<store_ref, store_actor> peers; // P/D: the prefill nodes' store clients
   sequence_check steps;
   door io;
   static inline const char* name = "connector";
 
   // The peers' store clients end with the connector (the actor system waits for every actor).
-  ~pd_state() {
-    for (auto& [endpoint, client] : peers)
+  ~connector_state() {
+    for (auto& [ref, client] : peers)
       caf::anon_send_exit(client, caf::exit_reason::user_shutdown);
   }
-
-  // The store of `peer` ("" = this node's), its client spawned on first use. Past
-  // max_peer_clients a new peer gets none (nullopt) unless `always` (loads of a request whose
-  // lookup found a client that has since ended: they must go somewhere to be refused).
-  std::optional<store_actor> store_of(pd_ptr self, const std::string& peer, bool always = false) {
-    if (peer.empty())
-      return local;
-    auto it = peers.find(peer);
-    if (it == peers.end()) {
-      if (peers.size() >= max_peer_clients && !always)
-        return std::nullopt;
-      it = peers.emplace(peer, peer_store(peer)).first;
-      self->monitor(it->second); // it ends itself when idle (store_client_options::idle_exit_ms)
-    }
-    return it->second;
-  }
-  std::string peer_of(uint64_t request_id) const {
-    const auto* r = request_peer.find(request_id);
-    return r ? r->peer : std::string();
-  }
 };
 
-// One store's share of a connector step, and where its orders sit in the whole step.
-struct pd_part {
-  store_actor store;
-  connector_step sub;
-  std::vector<size_t> load_index, save_index;
-};
+using self_ptr = connector_actor::stateful_pointer<connector_state>;
+using lookup_promise = caf::typed_response_promise<connector_lookup_done>;
+using step_promise = caf::typed_response_promise<connector_step_done>;
 
-connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options, store_actor local,
-                                            std::function<store_actor(const std::string&)> peer_store,
-                                            trace_tap tap) {
+// A connector step out of (epoch, seq) order is refused and changes nothing.
+std::optional<caf::error> out_of_order(self_ptr self, const connector_step& step) {
   auto& st = self->state;
-  st.policy = make_connector_policy("pd", options);
-  st.local = std::move(local);
-  st.peer_store = std::move(peer_store);
+  auto why = st.steps.accept(step.header.epoch, step.header.seq);
+  if (why.empty())
+    return std::nullopt;
+  spdlog::critical("connector: {}", why);
+  return st.io.refuse(self, "connector_step_done", why);
+}
+
+// The actor of `ref`: a leaf's own store, or a peer's client, spawned on first use; it ends itself
+// when idle (store_client_options::idle_exit_ms), and the down handler forgets it.
+store_actor store_of(self_ptr self, const store_ref& ref) {
+  auto& st = self->state;
+  if (ref.peer.empty())
+    return st.stores.leaves.at(ref.leaf);
+  auto it = st.peers.find(ref);
+  if (it == st.peers.end()) {
+    it = st.peers.emplace(ref, st.stores.peer_store(ref.peer)).first;
+    self->monitor(it->second);
+  }
+  return it->second;
+}
+
+// What a lookup's step tells the shell besides its answer: lines to log, clients to hold, a hit.
+void observe(self_ptr self, const lookup_next& next) {
+  auto& st = self->state;
+  for (const auto& note : next.notes)
+    spdlog::warn("{}", note);
+  for (const auto& ref : next.opened)
+    store_of(self, ref);
+  if (next.hit_leaf && *next.hit_leaf < st.stores.hits.size())
+    st.stores.hits[*next.hit_leaf]->fetch_add(1);
+}
+
+// Asks the store the core names, then the next one, until the core answers (first hit wins).
+void ask(self_ptr self, connector_lookup lookup, lookup_next next, lookup_promise rp, caf::strong_actor_ptr requester) {
+  auto& st = self->state;
+  observe(self, next);
+  if (next.done)
+    return st.io.deliver(rp, requester, std::move(*next.done));
+  const lookup_ask asked = *next.ask;
+  st.io.request(
+      self, store_of(self, asked.store), asked.probe,
+      [=](store_contains_done& found, uint64_t) mutable {
+        ask(self, lookup, self->state.core->lookup_answered(lookup, asked, found), rp, requester);
+      },
+      [=](caf::error& err) mutable { self->state.io.fail(rp, requester, "connector_lookup_done", err); });
+}
+
+// Sends each store its step at once; their answers, merged in order, answer the connector step.
+void request_parts(self_ptr self, std::shared_ptr<const split_step> split, step_promise rp,
+                   caf::strong_actor_ptr requester) {
+  auto& st = self->state;
+  std::vector<store_actor> to;
+  std::vector<store_step> steps;
+  for (const auto& part : split->parts) {
+    to.push_back(store_of(self, part.store));
+    steps.push_back(part.step);
+  }
+  st.io.request_all(self, to, std::move(steps), [=](std::vector<store_step_done>& answers, const caf::error& failure) mutable {
+    auto& st = self->state;
+    if (failure)
+      return st.io.fail(rp, requester, "connector_step_done", failure);
+    try {
+      st.io.deliver(rp, requester, st.core->merge(*split, answers));
+    } catch (const std::exception& e) {
+      st.io.fail(rp, requester, "connector_step_done", caf::make_error(caf::sec::invalid_argument, e.what()));
+    }
+  });
+}
+
+connector_actor::behavior_type connector(self_ptr self, route_table routes, connector_stores stores, trace_tap tap) {
+  auto& st = self->state;
+  st.core.emplace(std::move(routes));
+  st.stores = std::move(stores);
   st.io = door("connector", std::move(tap));
-  // A peer's client ended (idle, or its actor failed): forget it; the next lookup spawns another.
+  // A peer's client ended (idle, or its actor failed): forget it; its next use spawns another.
   self->set_down_handler([self](caf::down_msg& dm) {
-    auto& peers = self->state.peers;
-    for (auto it = peers.begin(); it != peers.end(); ++it)
+    auto& st = self->state;
+    for (auto it = st.peers.begin(); it != st.peers.end(); ++it)
       if (caf::actor_cast<caf::actor_addr>(it->second) == dm.source) {
-        peers.erase(it);
+        st.core->forget_peer(it->first);
+        st.peers.erase(it);
         return;
       }
   });
   return {
+    // scheduler: a request's lookup, before its first pool step.
     [=](const connector_lookup& lookup) -> caf::result<connector_lookup_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), lookup);
-      const bool remote = !lookup.peer.empty();
-      auto store = st.store_of(self, lookup.peer);
-      if (!store) {
-        spdlog::warn("connector: request {} names the prefill node {}, but this node already keeps {} peers' "
-                     "clients (the most it keeps); the request recomputes",
-                     lookup.request_id, lookup.peer, max_peer_clients);
-        return st.io.reply(self, st.policy->lookup_answered(lookup, {}));
+      auto next = st.core->start_lookup(lookup);
+      if (next.done) {
+        observe(self, next);
+        return st.io.reply(self, std::move(*next.done));
       }
-      if (remote)
-        st.request_peer.put(lookup.request_id, {lookup.peer, lookup.transfer_id});
-      return lookup_through(self, *store, lookup, remote);
+      auto requester = self->current_sender(); // before the promise takes the request over
+      auto rp = self->make_response_promise<connector_lookup_done>();
+      ask(self, lookup, std::move(next), rp, requester);
+      return rp;
     },
+    // scheduler: after a pool step, (epoch, seq) contiguous.
     [=](const connector_step& step) -> caf::result<connector_step_done> {
       auto& st = self->state;
       st.io.received(self->current_sender(), step);
       if (auto refused = out_of_order(self, step))
         return *refused;
-      // Split by store: a request's loads and their unpins go to its peer (the unpins with the
-      // release of its lease there); saves, commits, evictions and leases stay here. This node's
-      // store always gets a step (its answer carries the stats).
-      auto parts = std::make_shared<std::map<std::string, pd_part>>();
-      auto part = [&](const std::string& peer) -> pd_part& {
-        auto it = parts->find(peer);
-        if (it == parts->end()) {
-          it = parts->emplace(peer, pd_part{}).first;
-          it->second.store = *st.store_of(self, peer, true);
-          it->second.sub.header = step.header;
-        }
-        return it->second;
-      };
-      part("").sub.evict_all = step.evict_all;
-      part("").sub.leases = step.leases;
-      std::map<std::string, std::vector<std::string>> releases; // per peer: transfer ids
-      for (const auto& f : step.finished) {
-        auto* pr = f.is_save ? nullptr : st.request_peer.find(f.request_id);
-        part(pr ? pr->peer : std::string()).sub.finished.push_back(f);
-        if (pr && !pr->transfer_id.empty()) {
-          releases[pr->peer].push_back(std::move(pr->transfer_id));
-          pr->transfer_id.clear(); // once per request
-        }
-      }
-      for (size_t i = 0; i < step.loads.size(); ++i) {
-        auto& p = part(st.peer_of(step.loads[i].request_id));
-        p.sub.loads.push_back(step.loads[i]);
-        p.load_index.push_back(i);
-      }
-      for (size_t i = 0; i < step.saves.size(); ++i) {
-        auto& p = part("");
-        p.sub.saves.push_back(step.saves[i]);
-        p.save_index.push_back(i);
-      }
+      auto split = std::make_shared<const split_step>(st.core->split(step));
+      if (split->parts.empty()) // no store to ask (none)
+        return st.io.reply(self, st.core->merge(*split, {}));
       auto requester = self->current_sender();
       auto rp = self->make_response_promise<connector_step_done>();
-      std::vector<store_actor> to;
-      std::vector<store_step> steps;
-      for (auto& [peer, p] : *parts) {
-        auto to_store = st.policy->step(p.sub);
-        store_step s = to_store ? std::move(*to_store) : store_step{};
-        if (auto r = releases.find(peer); r != releases.end())
-          s.releases = std::move(r->second);
-        auto& stamp = st.stamps.try_emplace(p.store.id(), sequence_stamp(1)).first->second;
-        s.header = command_header{stamp.epoch(), stamp.next()};
-        to.push_back(p.store);
-        steps.push_back(std::move(s));
-      }
-      st.io.request_all(self, to, std::move(steps), [=](std::vector<store_step_done>& answers,
-                                                        const caf::error& failure) mutable {
-        auto& st = self->state;
-        if (failure)
-          return st.io.fail(rp, requester, "connector_step_done", failure);
-        connector_step_done done;
-        done.header = step.header;
-        done.loads.resize(step.loads.size());
-        done.saves.resize(step.saves.size());
-        try {
-          size_t next = 0; // answers come in the order of `parts`
-          for (auto& [peer, p] : *parts) {
-            auto answered = st.policy->step_answered(p.sub, answers[next++]);
-            for (size_t k = 0; k < p.load_index.size(); ++k)
-              done.loads[p.load_index[k]] = std::move(answered.loads[k]);
-            for (size_t k = 0; k < p.save_index.size(); ++k)
-              done.saves[p.save_index[k]] = std::move(answered.saves[k]);
-            if (peer.empty()) {
-              done.stats = answered.stats;
-              done.num_evicted = answered.num_evicted;
-              done.granularity = answered.granularity;
-              done.leases = std::move(answered.leases);
-            }
-          }
-        } catch (const std::exception& e) {
-          return st.io.fail(rp, requester, "connector_step_done", caf::make_error(caf::sec::invalid_argument, e.what()));
-        }
-        st.io.deliver(rp, requester, std::move(done));
-      });
+      request_parts(self, split, rp, requester);
       return rp;
     },
   };
@@ -277,9 +154,8 @@ connector_actor::behavior_type pd_connector(pd_ptr self, offload_options options
 
 } // namespace
 
-connector_actor spawn_pd_connector(caf::actor_system& sys, offload_options policy, store_actor local,
-                                   std::function<store_actor(const std::string&)> peer_store, trace_tap tap) {
-  return sys.spawn(pd_connector, std::move(policy), std::move(local), std::move(peer_store), std::move(tap));
+connector_actor spawn_connector(caf::actor_system& sys, route_table routes, connector_stores stores, trace_tap tap) {
+  return sys.spawn(connector, std::move(routes), std::move(stores), std::move(tap));
 }
 
 } // namespace ordo

@@ -320,10 +320,22 @@ int node::start() {
     spdlog::info("ordo node: host tier of {} MiB ({}), chunk {} tokens, kv_role {}", d.cfg.store_capacity_mb,
                  dev->runs_host_work() ? "host memory" : "pinned", d.cfg.chunk_size, to_string(d.cfg.kv_role));
   auto pd_engine = std::make_shared<std::string>(); // this node's engine id, once known
-  connector_actor connector;
+  // The connector's stores: each leaf's own (multi's offload leaf: the tier mapped after P/D's).
+  route_table routes = opts.routes;
+  connector_stores stores;
+  for (auto& leaf : routes.leaves) {
+    const bool offload_leaf = routes.multi() && leaf.kind == route_kind::offload;
+    if (offload_leaf)
+      leaf.window_offset = offload_base;
+    stores.leaves.push_back(offload_leaf ? offload_store : store);
+    if (routes.multi()) {
+      stores.hits.push_back(std::make_shared<std::atomic<uint64_t>>(0));
+      d.multi_hits.emplace_back(leaf.name, stores.hits.back());
+    }
+  }
   if (d.cfg.uses_pd()) {
     // A peer's store client connects on first use, as this node ("<engine id>-pd").
-    auto peer_store = [&sys, &d, window = d.window, dev, ns = opts.namespace_id, deadline = d.cfg.store_deadline_ms,
+    stores.peer_store = [&sys, &d, window = d.window, dev, ns = opts.namespace_id, deadline = d.cfg.store_deadline_ms,
                        tap, pd_engine, secret, tls](const std::string& endpoint) {
       store_client_options pc;
       if (d.cfg.pd_transport == "tcp") {
@@ -368,31 +380,8 @@ int node::start() {
                    d.cfg.pd_transport);
       return caf::actor_cast<store_actor>(client);
     };
-    connector = spawn_pd_connector(sys, *opts.offload, store, peer_store, tap);
-    if (d.cfg.connector == connector_kind::multi) {
-      // SPEC E3: the P/D leaf and the offload leaf, in the configured order.
-      std::vector<multi_leaf> leaves;
-      auto& hits = d.multi_hits;
-      for (auto kind : d.cfg.leaves) {
-        if (is_pd(kind)) {
-          tap.names->add(connector.id(), std::string("connector:") + to_string(kind));
-          leaves.push_back({connector, to_string(kind), 0, true});
-          hits.emplace_back(to_string(kind), leaves.back().hits);
-        } else {
-          offload_options leaf_opts = *opts.offload;
-          leaf_opts.name = to_string(kind);
-          leaf_opts.lease_ms = 0;
-          auto leaf = spawn_connector(sys, to_string(kind), leaf_opts, offload_store, 1, tap);
-          tap.names->add(leaf.id(), std::string("connector:") + to_string(kind));
-          leaves.push_back({leaf, to_string(kind), offload_base, false});
-          hits.emplace_back(to_string(kind), leaves.back().hits);
-        }
-      }
-      connector = spawn_multi_connector(sys, std::move(leaves), tap);
-    }
-  } else {
-    connector = spawn_connector(sys, to_string(d.cfg.connector), opts.offload, store, 1, tap);
   }
+  auto connector = spawn_connector(sys, std::move(routes), std::move(stores), tap);
   tap.names->add(connector.id(), "connector");
   auto pool = spawn_block_pool(sys, d.cfg.num_blocks, d.cfg.block_size, tap);
   tap.names->add(pool.id(), "block_pool");

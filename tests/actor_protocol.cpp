@@ -125,7 +125,9 @@ TEST_CASE("actor protocol: scheduler, pool, connector and runner serve, reuse an
   fixture f;
   auto seen = std::make_shared<std::vector<step_plan>>();
   auto store = spawn_store(*f.sys, nullptr, 0);
-  auto connector = spawn_connector(*f.sys, "none", std::nullopt, store, 1);
+  route_table none;
+  none.leaves.push_back({"none", route_kind::none, {}, 0, false});
+  auto connector = spawn_connector(*f.sys, none, {{store}, {}, {}});
   auto pool = spawn_block_pool(*f.sys, 64, 16);
   auto runner = f.sys->spawn(fake_runner, seen);
   scheduler_options opt;
