@@ -1,14 +1,13 @@
 #include "runtime/config.hpp"
 
+#include "runtime/config_keys.hpp"
 #include "runtime/device_registry.hpp"
 #include "runtime/models/hf_model.hpp"
 #include "runtime/toml_config.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -27,52 +26,6 @@ using toml_config::shown;
 using toml_config::check_choice;
 using toml_config::log_levels;
 using toml_config::rule_host;
-
-// Keys whose value no message may print. An unknown key that looks like one (a misspelt
-// server.api_key) is hidden too: its value is most likely a secret.
-bool is_secret_key(const std::string& dotted) {
-  // security.secret_file names a file, not a secret: its path is shown.
-  if (dotted == "security.secret_file" || dotted == "security.key")
-    return false;
-  return dotted == "server.api_key" || dotted == "server.admin_key" || toml_config::looks_secret(dotted);
-}
-
-// Allowed keys per section, in canonical order (describe() and error messages use it), and the
-// keys whose value is text (a `--set` value for them is taken verbatim unless quoted).
-const toml_config::schema& node_schema() {
-  static const toml_config::schema s = [] {
-    toml_config::schema x;
-    x.sections = {
-      {"model", {"preset", "size", "seed", "kv_dtype", "weight_dtype", "path", "served_model_name"}},
-      {"device", {"kind", "chaos_seed", "matmul"}},
-      {"cache", {"block_size", "chunk_size", "num_blocks", "checkpoint_interval"}},
-      {"scheduler", {"max_batch_tokens", "max_num_seqs", "max_waiting"}},
-      {"kv_transfer", {"connector", "kv_role", "config", "connectors"}},
-      {"store", {"capacity_mb", "address", "transport", "expect_identity", "deadline_ms"}},
-      {"pd", {"lease_ms", "transport", "peers"}},
-      {"security", {"secret_file", "tls", "certificate", "key", "cafile"}},
-      {"node", {"engine_id"}},
-      {"server",
-       {"host", "port", "actor_port", "header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections",
-        "max_body_bytes", "api_key", "admin_key"}},
-      {"log", {"level"}},
-      {"trace", {"path", "node"}},
-      {"faults", {"drop_edge", "corrupt_commits"}},
-    };
-    x.string_keys = {"model.path", "model.served_model_name", "model.preset",       "model.size",         "model.kv_dtype",     "model.weight_dtype", "device.kind",
-                     "device.matmul",      "kv_transfer.connector", "kv_transfer.kv_role", "kv_transfer.config",
-                     "store.address",      "store.transport",    "store.expect_identity", "node.engine_id",
-                     "server.host",        "server.api_key",     "server.admin_key",   "log.level",
-                     "trace.path",         "trace.node",         "faults.drop_edge",   "pd.transport",
-                     "faults.corrupt_commits", "kv_transfer.connectors", "pd.peers", "security.secret_file",
-                     "security.tls", "security.certificate", "security.key", "security.cafile"};
-    x.is_secret_key = is_secret_key;
-    return x;
-  }();
-  return s;
-}
-
-bool is_string_key(const std::string& dotted) { return contains(node_schema().string_keys, dotted); }
 
 // --- enum names -------------------------------------------------------------------------------
 
@@ -149,6 +102,7 @@ const std::string rule_max_connections = "between 1 and 65536";
 const std::string rule_max_body_bytes =
     "0 (derived from the model's context length) or a size in bytes between 1 and 1073741824";
 const std::string rule_secret = "printable ASCII without spaces, or \"\" for none";
+const std::string rule_leaves = "leaf connector names separated by commas, e.g. \"pd,offload\"";
 
 // A secret, checked without printing it: its key, whether set, and the first bad character's place.
 void check_secret(const std::string& key, const std::string& value) {
@@ -160,24 +114,9 @@ void check_secret(const std::string& key, const std::string& value) {
   }
 }
 
-// --- reading the TOML tree --------------------------------------------------------------------
+// --- keys the table cannot read alone -------------------------------------------------------
 
-// The shared reader plus the node config's enum choices.
-class reader : public toml_config::reader {
-public:
-  explicit reader(const toml::table& root) : toml_config::reader(root, node_schema()) {}
-
-  bool has(const std::string& section, const std::string& key) const { return find(section, key) != nullptr; }
-
-  template <class E>
-  void choice(const std::string& section, const std::string& key, E& out,
-              const std::vector<std::pair<E, std::string>>& table) const {
-    std::string name;
-    string(section, key, name, "one of " + join(names_of(table)));
-    if (find(section, key))
-      out = choice_named(section + "." + key, name, table);
-  }
-};
+using reader = toml_config::reader;
 
 // Where a key was given: 0 = absent, 1 = the file, 2 = a --set (which overrides the file).
 struct key_levels {
@@ -186,7 +125,7 @@ struct key_levels {
   int of(const std::string& section, const std::string& key) const {
     if (set_keys.count(section + "." + key))
       return 2;
-    return r.has(section, key) ? 1 : 0;
+    return r.find(section, key) ? 1 : 0;
   }
 };
 
@@ -322,8 +261,8 @@ void read_pd_peers(const reader& r, node_config& cfg) {
 // kv_transfer.connectors = "pd,offload": the leaves of connector "multi", in lookup order.
 void read_leaves(const reader& r, node_config& cfg) {
   std::string text;
-  r.string("kv_transfer", "connectors", text, "leaf connector names separated by commas, e.g. \"pd,offload\"");
-  if (!r.has("kv_transfer", "connectors"))
+  r.string("kv_transfer", "connectors", text, rule_leaves);
+  if (!r.find("kv_transfer", "connectors"))
     return;
   cfg.leaves.clear();
   for (const auto& name : toml_config::split_list(text))
@@ -338,79 +277,216 @@ std::string leaves_text(const node_config& cfg) {
   return join(names, ",");
 }
 
-node_config from_table(const toml::table& root, const std::set<std::string>& set_keys) {
-  reader r(root);
-  node_config cfg;
+// --- the keys ---------------------------------------------------------------------------------
+
+bool without_path(const node_config& c) { return c.model_path.empty(); }
+bool with_store(const node_config& c) { return c.connector == connector_kind::store || !c.store_address.empty(); }
+
+// Every key of the node config, once (runtime/config_keys.hpp says what the table drives). The
+// order is the canonical one: error messages list keys in it and describe() writes them in it.
+const config_keys::key_table<node_config>& node_keys() {
+  using k = config_keys::keys_of<node_config>;
+  using config_keys::key_type;
   constexpr int64_t i32_min = INT32_MIN, i32_max = INT32_MAX, i64_max = INT64_MAX;
-
-  r.choice("model", "preset", cfg.preset, preset_names);
-  r.choice("model", "size", cfg.size, size_names);
-  cfg.model_seed = static_cast<uint64_t>(
-      r.integer("model", "seed", 0, 0, i64_max, "a non-negative integer"));
-  r.choice("model", "kv_dtype", cfg.kv, dtype_names);
-  r.choice("model", "weight_dtype", cfg.weights, weight_dtype_names);
-  r.string("model", "path", cfg.model_path, "a Hugging Face checkpoint directory (config.json + safetensors)");
-  r.string("model", "served_model_name", cfg.served_model_name, "the model name /v1/models shows");
-  if (!cfg.model_path.empty() && r.has("model", "preset"))
-    fail("model.path = " + in_quotes(cfg.model_path) + " with model.preset = " + in_quotes(name_of(preset_names, cfg.preset)) +
-         ": a node serves either a Hugging Face checkpoint or a seeded preset; leave model.preset out");
-
-  r.choice("device", "kind", cfg.device_kind, device_kind_names);
-  cfg.chaos_seed = static_cast<uint64_t>(
-      r.integer("device", "chaos_seed", 0, 0, i64_max, "a non-negative integer (0 = off)"));
-  r.choice("device", "matmul", cfg.matmul, matmul_names);
-
-  auto i32 = [&](const char* section, const char* key, int32_t& field, const std::string& rule) {
-    field = static_cast<int32_t>(r.integer(section, key, field, i32_min, i32_max, rule));
-  };
-  i32("cache", "block_size", cfg.block_size, "a power of two between 4 and 256");
-  i32("cache", "chunk_size", cfg.chunk_size, "a positive multiple of cache.block_size");
-  i32("cache", "num_blocks", cfg.num_blocks, "at least 16");
-  i32("cache", "checkpoint_interval", cfg.checkpoint_interval,
-      "-1 (prompt-end anchor only), 0 (no checkpoints) or a positive interval in tokens");
-  i32("scheduler", "max_batch_tokens", cfg.max_batch_tokens, "at least cache.block_size");
-  i32("scheduler", "max_num_seqs", cfg.max_num_seqs, "between 1 and 256");
-  i32("scheduler", "max_waiting", cfg.max_waiting, rule_max_waiting);
-
-  r.choice("kv_transfer", "connector", cfg.connector, connector_names);
-  r.choice("kv_transfer", "kv_role", cfg.kv_role, kv_role_names);
-  cfg.store_capacity_mb = r.integer("store", "capacity_mb", cfg.store_capacity_mb, 0, 1 << 30,
-                                    "a size in MiB between 0 and 2^30");
-  r.string("store", "address", cfg.store_address, rule_address);
-  r.string("store", "transport", cfg.store_transport, "one of " + join(store_transports));
-  r.string("store", "expect_identity", cfg.store_expect_identity, "a store engine id (\"\" = any)");
-  i32("store", "deadline_ms", cfg.store_deadline_ms, rule_deadline);
-  read_leaves(r, cfg);
-  apply_kv_transfer_json(r, cfg, set_keys);
-  cfg.pd_lease_ms = r.integer("pd", "lease_ms", cfg.pd_lease_ms, 0, 3600000, rule_lease_ms);
-  r.string("pd", "transport", cfg.pd_transport, "one of " + join(store_transports));
-  read_pd_peers(r, cfg);
-  r.string("security", "secret_file", cfg.secret_file, rule_secret_file);
-  r.string("security", "tls", cfg.tls.mode, "one of off, on");
-  r.string("security", "certificate", cfg.tls.certificate, "a PEM certificate's path (`ordo certs`)");
-  r.string("security", "key", cfg.tls.key, "a PEM private key's path (`ordo certs`)");
-  r.string("security", "cafile", cfg.tls.cafile, "the deployment CA's PEM certificate (`ordo certs`)");
-  r.string("node", "engine_id", cfg.engine_id, rule_engine_id);
-
-  r.string("server", "host", cfg.host, rule_host);
-  i32("server", "port", cfg.port, "between 0 and 65535");
-  i32("server", "actor_port", cfg.actor_port, "between 0 and 65535");
-  i32("server", "header_timeout_s", cfg.header_timeout_s, rule_timeout);
-  i32("server", "body_timeout_s", cfg.body_timeout_s, rule_timeout);
-  i32("server", "idle_timeout_s", cfg.idle_timeout_s, rule_timeout);
-  i32("server", "max_connections", cfg.max_connections, rule_max_connections);
-  cfg.max_body_bytes = r.integer("server", "max_body_bytes", cfg.max_body_bytes, 0, i64_max, rule_max_body_bytes);
-  r.string("server", "api_key", cfg.api_key, rule_secret);
-  r.string("server", "admin_key", cfg.admin_key, rule_secret);
-
-  r.string("log", "level", cfg.log_level, "one of " + join(log_levels));
-  r.string("trace", "path", cfg.trace_path, "a file path (\"\" = no recording)");
-  r.string("trace", "node", cfg.trace_node, "a name for this node in a timeline");
-  r.choice("faults", "drop_edge", cfg.drop_edge, fault_edge_names);
-  r.string("faults", "corrupt_commits", cfg.corrupt_commits, "one of " + join(corrupt_kinds));
-  return cfg;
+  static const config_keys::key_table<node_config> keys = config_keys::concat<node_config>({{
+      // [model]
+      k::choice("model", "preset", &node_config::preset, preset_names,
+                "the seeded model the node builds; refused beside model.path")
+          .when(without_path),
+      k::choice("model", "size", &node_config::size, size_names, "the preset's size: tiny (tests), 1b (GPU benchmarks)")
+          .when(without_path),
+      k::integer("model", "seed", &node_config::model_seed, 0, i64_max, "a non-negative integer",
+                 "the seed the preset's weights are generated from")
+          .when(without_path),
+      k::choice("model", "kv_dtype", &node_config::kv, dtype_names,
+                "the KV cache's element type (fp8: e4m3 with per-(token, head) scales)"),
+      k::choice("model", "weight_dtype", &node_config::weights, weight_dtype_names,
+                "the matmul weights' type; bf16 multiplies on the GPU's matrix units (device.kind = \"hip\", "
+                "device.matmul = \"exact\")"),
+      k::text("model", "path", &node_config::model_path, "a Hugging Face checkpoint directory (config.json + safetensors)",
+              "a checkpoint to serve instead of a preset (docs/models.md), checked before the node serves")
+          .when([](const node_config& c) { return !c.model_path.empty(); })
+          .described_after("seed")
+          .checked([](const node_config& c) {
+            if (c.model_path.empty())
+              return;
+            try { // config, headers, tensor table: a bad checkpoint stops the node before it serves
+              check_hf_checkpoint(c.model_path);
+            } catch (const model_load_error& e) {
+              fail("model.path = " + in_quotes(c.model_path) + ": " + e.what());
+            }
+          }),
+      k::text("model", "served_model_name", &node_config::served_model_name, "the model name /v1/models shows",
+              "what /v1/models shows; \"\" = model.path's directory name, or ordo-PRESET-SIZE")
+          .when([](const node_config& c) { return !c.model_path.empty() && !c.served_model_name.empty(); })
+          .described_after("seed"),
+      // [device]
+      k::choice("device", "kind", &node_config::device_kind, device_kind_names,
+                "the CPU device, or GPU 0 of the linked GPU backend (docs/gpu.md)"),
+      k::integer("device", "chaos_seed", &node_config::chaos_seed, 0, i64_max, "a non-negative integer (0 = off)",
+                 "> 0 delays queued stream work randomly (CPU device); 0 = off"),
+      k::choice("device", "matmul", &node_config::matmul, matmul_names,
+                "exact (bitwise = CPU) or tf32 (matrix units, device.kind = \"hip\")"),
+      // [cache]
+      k::integer("cache", "block_size", &node_config::block_size, 4, 256, "a power of two between 4 and 256",
+                 "tokens per block = hash block = page")
+          .checked([](const node_config& c) {
+            if ((c.block_size & (c.block_size - 1)) != 0)
+              fail("cache.block_size = " + std::to_string(c.block_size) + ": must be a power of two between 4 and 256");
+          }),
+      k::integer("cache", "chunk_size", &node_config::chunk_size, i32_min, i32_max,
+                 "a positive multiple of cache.block_size", "the offload unit in tokens")
+          .checked([](const node_config& c) {
+            if (c.chunk_size <= 0 || c.chunk_size % c.block_size != 0)
+              fail("cache.chunk_size = " + std::to_string(c.chunk_size) + ": must be a positive multiple of "
+                   "cache.block_size (" + std::to_string(c.block_size) + ")");
+          }),
+      k::integer("cache", "num_blocks", &node_config::num_blocks, 16, i32_max, "at least 16",
+                 "blocks in the KV arena"),
+      k::integer("cache", "checkpoint_interval", &node_config::checkpoint_interval, -1, i32_max,
+                 "-1 (prompt-end anchor only), 0 (no checkpoints) or a positive interval in tokens",
+                 "the state checkpoint ladder of hybrid models"),
+      // [scheduler]
+      k::integer("scheduler", "max_batch_tokens", &node_config::max_batch_tokens, i32_min, i32_max,
+                 "at least cache.block_size", "tokens of one forward")
+          .checked([](const node_config& c) {
+            if (c.max_batch_tokens < c.block_size)
+              fail("scheduler.max_batch_tokens = " + std::to_string(c.max_batch_tokens) +
+                   ": must be at least cache.block_size (" + std::to_string(c.block_size) + ")");
+          }),
+      k::integer("scheduler", "max_num_seqs", &node_config::max_num_seqs, 1, 256, "between 1 and 256",
+                 "requests running at once (each may hold a state slot)"),
+      k::integer("scheduler", "max_waiting", &node_config::max_waiting, 1, 1 << 20, rule_max_waiting,
+                 "requests queued for admission; one more gets HTTP 429 (docs/api.md)"),
+      // [kv_transfer]
+      k::choice("kv_transfer", "connector", &node_config::connector, connector_names,
+                "where KV goes beyond HBM: offload (the in-process host tier), store (an `ordo store`, "
+                "docs/store.md), pd or pd_kv (P/D, docs/pd.md), multi (kv_transfer.connectors)"),
+      k::choice("kv_transfer", "kv_role", &node_config::kv_role, kv_role_names,
+                "kv_producer saves only, kv_consumer loads only"),
+      // Read after the table by apply_kv_transfer_json: it is compared with the keys it spells.
+      k::custom("kv_transfer", "config", key_type::json,
+                "a JSON object like '{\"kv_connector\":\"none\",\"kv_role\":\"kv_both\"}'",
+                "vLLM's --kv-transfer-config: kv_connector, kv_role, kv_connector_extra_config (address, "
+                "connectors); a --set overrides the file's other form, two forms given at one level must agree",
+                nullptr, nullptr),
+      k::custom("kv_transfer", "connectors", key_type::list, rule_leaves,
+                "connector = \"multi\": its leaves, in lookup order (docs/pd.md)", read_leaves, leaves_text)
+          .when([](const node_config& c) { return !c.leaves.empty(); }),
+      // [store]
+      k::integer("store", "capacity_mb", &node_config::store_capacity_mb, 0, int64_t{1} << 30,
+                 "a size in MiB between 0 and 2^30",
+                 "the host-memory tier (pinned on a GPU device); at least 1 with connector offload, pd, pd_kv, "
+                 "multi, or store over tcp (its staging arena)"),
+      k::text("store", "address", &node_config::store_address, rule_address,
+              "connector = \"store\": the store server's actor endpoint (or kv_connector_extra_config.address)")
+          .when(with_store)
+          .checked([](const node_config& c) {
+            if (!c.store_address.empty() && !parse_host_port(c.store_address))
+              fail("store.address = " + in_quotes(c.store_address) + ": must be " + rule_address);
+          }),
+      k::text_choice("store", "transport", &node_config::store_transport, store_transports,
+                     "how the store's bytes travel: shm (its shared arena on this host) or tcp")
+          .when(with_store),
+      k::text("store", "expect_identity", &node_config::store_expect_identity, "a store engine id (\"\" = any)",
+              "the store identity to insist on (docs/store.md)")
+          .when([](const node_config& c) { return !c.store_expect_identity.empty(); })
+          .described_after("deadline_ms")
+          .checked([](const node_config& c) {
+            if (!toml_config::is_name(c.store_expect_identity))
+              fail("store.expect_identity = " + in_quotes(c.store_expect_identity) + ": must be " + rule_engine_id);
+          }),
+      k::integer("store", "deadline_ms", &node_config::store_deadline_ms, 100, 600000, rule_deadline,
+                 "the deadline of every store request")
+          .when(with_store),
+      // [pd]
+      k::integer("pd", "lease_ms", &node_config::pd_lease_ms, 0, 3600000, rule_lease_ms,
+                 "how long a prefill node holds a transfer's objects for the decode node; 0 = no lease")
+          .when([](const node_config& c) { return c.uses_pd(); }),
+      k::text_choice("pd", "transport", &node_config::pd_transport, store_transports,
+                     "how a decode node pulls: shm (the prefill node's arena on this host) or tcp (CAF messages)")
+          .when([](const node_config& c) { return c.uses_pd(); }),
+      k::custom("pd", "peers", key_type::list, rule_pd_peers,
+                "prefill nodes (their server.actor_port) a decode node pulls from without signed "
+                "kv_transfer_params (docs/security.md)",
+                read_pd_peers, [](const node_config& c) { return join(c.pd_peers, ","); })
+          .when([](const node_config& c) { return !c.pd_peers.empty(); }),
+  }, config_keys::security_keys<node_config>(), {
+      // [node]
+      k::text("node", "engine_id", &node_config::engine_id, rule_engine_id,
+              "this node's identity (docs/store.md); \"\" = derived from the HTTP port, an instance nonce and the "
+              "boot id")
+          .when([](const node_config& c) { return !c.engine_id.empty(); })
+          .checked([](const node_config& c) {
+            if (!toml_config::is_name(c.engine_id))
+              fail("node.engine_id = " + in_quotes(c.engine_id) + ": must be " + rule_engine_id);
+          }),
+      // [server]
+      k::text("server", "host", &node_config::host, rule_host,
+              "where the HTTP server listens (and, with P/D, the actor port)")
+          .checked([](const node_config& c) {
+            if (!is_host(c.host))
+              fail("server.host = " + in_quotes(c.host) + ": must be " + rule_host);
+          }),
+      k::integer("server", "port", &node_config::port, 0, 65535, "between 0 and 65535",
+                 "the HTTP port; 0 = any free port"),
+      k::integer("server", "actor_port", &node_config::actor_port, 0, 65535, "between 0 and 65535",
+                 "P/D: where peers reach this node's host tier; 0 = any free port")
+          .when([](const node_config& c) { return c.actor_port != 0; }),
+      k::integer("server", "header_timeout_s", &node_config::header_timeout_s, 1, 3600, rule_timeout,
+                 "seconds for a request's line and headers to arrive"),
+      k::integer("server", "body_timeout_s", &node_config::body_timeout_s, 1, 3600, rule_timeout,
+                 "seconds for its body, once the headers are in"),
+      k::integer("server", "idle_timeout_s", &node_config::idle_timeout_s, 1, 3600, rule_timeout,
+                 "seconds a keep-alive connection may sit idle"),
+      k::integer("server", "max_connections", &node_config::max_connections, 1, 65536, rule_max_connections,
+                 "open connections at once"),
+      k::integer("server", "max_body_bytes", &node_config::max_body_bytes, 0, int64_t{1} << 30, rule_max_body_bytes,
+                 "the request body limit; 0 = 64 KiB + 8 bytes per context token"),
+      k::secret("server", "api_key", &node_config::api_key, rule_secret,
+                "the bearer token API clients must send (docs/api.md); never shown")
+          .checked([](const node_config& c) { check_secret("server.api_key", c.api_key); }),
+      k::secret("server", "admin_key", &node_config::admin_key, rule_secret,
+                "the bearer token `/admin/*` callers must send; never shown")
+          .checked([](const node_config& c) { check_secret("server.admin_key", c.admin_key); }),
+      config_keys::log_level_key<node_config>(),
+      // [trace]
+      k::text("trace", "path", &node_config::trace_path, "a file path (\"\" = no recording)",
+              "record the run to this file (docs/traces.md)")
+          .when([](const node_config& c) { return !c.trace_path.empty(); }),
+      k::text("trace", "node", &node_config::trace_node, "a name for this node in a timeline",
+              "this node's name in a timeline of several nodes: 1 to 64 letters, digits, '_', '-' or '.'")
+          .when([](const node_config& c) { return c.trace_node != "node"; })
+          .checked([](const node_config& c) {
+            if (c.trace_node.empty() || !toml_config::is_name(c.trace_node))
+              fail("trace.node = " + in_quotes(c.trace_node) + ": must be 1 to 64 letters, digits, '_', '-' or '.'");
+          }),
+      // [faults]
+      k::choice("faults", "drop_edge", &node_config::drop_edge, fault_edge_names,
+                "testing `ordo trace check` only: the step executor leaves this ordering edge out")
+          .when([](const node_config& c) { return c.drop_edge != fault_edge::none; }),
+      k::text_choice("faults", "corrupt_commits", &node_config::corrupt_commits, corrupt_kinds,
+                     "testing only (P/D): flip a data byte of every object of this kind right after its commit")
+          .when([](const node_config& c) { return c.corrupt_commits != "none"; }),
+  }});
+  return keys;
 }
 
+const toml_config::schema& node_schema() {
+  static const toml_config::schema s = config_keys::schema_of(node_keys(), "cache.block_size=16", "server.port", true);
+  return s;
+}
+
+node_config from_table(const toml::table& root, const std::set<std::string>& set_keys) {
+  const reader r(root, node_schema());
+  node_config cfg;
+  config_keys::read_keys(node_keys(), r, cfg);
+  apply_kv_transfer_json(r, cfg, set_keys);
+  if (!cfg.model_path.empty() && r.find("model", "preset"))
+    fail("model.path = " + in_quotes(cfg.model_path) + " with model.preset = " + in_quotes(name_of(preset_names, cfg.preset)) +
+         ": a node serves either a Hugging Face checkpoint or a seeded preset; leave model.preset out");
+  return cfg;
+}
 } // namespace
 
 const char* to_string(device_kind k) { return name_of(device_kind_names, k).c_str(); }
@@ -467,13 +543,8 @@ static void check_leaves(const node_config& cfg) {
 }
 
 void validate(const node_config& cfg) {
-  if (!cfg.model_path.empty()) { // checked now (config, headers, tensor table), so a bad one stops the node before it serves
-    try {
-      check_hf_checkpoint(cfg.model_path);
-    } catch (const model_load_error& e) {
-      fail("model.path = " + in_quotes(cfg.model_path) + ": " + e.what());
-    }
-  }
+  config_keys::check_keys(node_keys(), cfg); // each key's own rule, in table order
+  // Rules between keys.
   auto bad = [](const std::string& key, int64_t v, const std::string& rule) {
     fail(key + " = " + std::to_string(v) + ": must be " + rule);
   };
@@ -487,146 +558,31 @@ void validate(const node_config& cfg) {
     fail("model.weight_dtype = \"bf16\" with device.matmul = " + in_quotes(name_of(matmul_names, cfg.matmul)) +
          ": bf16 weights always take the bf16 matrix units; device.matmul chooses for fp32 weights, leave it \"exact\"");
 
-  const int32_t b = cfg.block_size;
-  if (b < 4 || b > 256 || (b & (b - 1)) != 0)
-    bad("cache.block_size", b, "a power of two between 4 and 256");
-  if (cfg.chunk_size <= 0 || cfg.chunk_size % b != 0)
-    bad("cache.chunk_size", cfg.chunk_size,
-        "a positive multiple of cache.block_size (" + std::to_string(b) + ")");
-  if (cfg.num_blocks < 16)
-    bad("cache.num_blocks", cfg.num_blocks, "at least 16");
-  if (cfg.checkpoint_interval < -1)
-    bad("cache.checkpoint_interval", cfg.checkpoint_interval,
-        "-1 (prompt-end anchor only), 0 (no checkpoints) or a positive interval in tokens");
-
-  if (cfg.max_batch_tokens < b)
-    bad("scheduler.max_batch_tokens", cfg.max_batch_tokens,
-        "at least cache.block_size (" + std::to_string(b) + ")");
-  if (cfg.max_num_seqs < 1 || cfg.max_num_seqs > 256)
-    bad("scheduler.max_num_seqs", cfg.max_num_seqs, "between 1 and 256");
-  if (cfg.max_waiting < 1 || cfg.max_waiting > (1 << 20))
-    bad("scheduler.max_waiting", cfg.max_waiting, rule_max_waiting);
-
-  if (cfg.store_capacity_mb < 0 || cfg.store_capacity_mb > (int64_t{1} << 30))
-    bad("store.capacity_mb", cfg.store_capacity_mb, "a size in MiB between 0 and 2^30");
   if ((cfg.connector == connector_kind::offload || cfg.connector == connector_kind::pd ||
        cfg.connector == connector_kind::pd_kv || cfg.connector == connector_kind::multi) &&
       cfg.store_capacity_mb < 1)
     bad("store.capacity_mb", cfg.store_capacity_mb,
         std::string("at least 1 with kv_transfer.connector = \"") + to_string(cfg.connector) + "\"");
-  if (cfg.actor_port < 0 || cfg.actor_port > 65535)
-    bad("server.actor_port", cfg.actor_port, "between 0 and 65535");
-
-  if (cfg.connector == connector_kind::store) {
-    if (cfg.store_address.empty())
-      fail("store.address = \"\": kv_transfer.connector = \"store\" needs the store server's actor endpoint; "
-           "must be " + rule_address);
-  }
-  if (!cfg.store_address.empty() && !parse_host_port(cfg.store_address))
-    fail("store.address = " + in_quotes(cfg.store_address) + ": must be " + rule_address);
-  check_choice("store.transport", cfg.store_transport, store_transports);
+  if (cfg.connector == connector_kind::store && cfg.store_address.empty())
+    fail("store.address = \"\": kv_transfer.connector = \"store\" needs the store server's actor endpoint; "
+         "must be " + rule_address);
   if (cfg.connector == connector_kind::store && cfg.store_transport == "tcp" && cfg.store_capacity_mb < 1)
     bad("store.capacity_mb", cfg.store_capacity_mb,
         "at least 1 with store.transport = \"tcp\" (the node's staging arena for the store's bytes)");
-  if (cfg.store_deadline_ms < 100 || cfg.store_deadline_ms > 600000)
-    bad("store.deadline_ms", cfg.store_deadline_ms, rule_deadline);
   check_leaves(cfg);
-  if (cfg.pd_lease_ms < 0 || cfg.pd_lease_ms > 3600000)
-    bad("pd.lease_ms", cfg.pd_lease_ms, rule_lease_ms);
-  check_choice("pd.transport", cfg.pd_transport, store_transports);
-  check_choice("faults.corrupt_commits", cfg.corrupt_commits, corrupt_kinds);
   if (cfg.corrupt_commits != "none" && !cfg.uses_pd())
     fail("faults.corrupt_commits = " + in_quotes(cfg.corrupt_commits) +
          ": corrupts what a P/D node's host tier commits; it needs kv_transfer.connector = \"pd\"");
-  if (!toml_config::is_name(cfg.store_expect_identity))
-    fail("store.expect_identity = " + in_quotes(cfg.store_expect_identity) + ": must be " + rule_engine_id);
-  if (!toml_config::is_name(cfg.engine_id))
-    fail("node.engine_id = " + in_quotes(cfg.engine_id) + ": must be " + rule_engine_id);
-
-  if (!is_host(cfg.host))
-    fail("server.host = " + in_quotes(cfg.host) + ": must be " + rule_host);
   if (auto why = check_tls_settings(cfg.tls); !why.empty())
     fail(why);
   if (cfg.uses_pd())
     if (auto why = check_caf_bind("server.host", cfg.host, cfg.tls); !why.empty())
       fail(why + " (this node serves its P/D host tier on server.actor_port)");
-  if (cfg.port < 0 || cfg.port > 65535)
-    bad("server.port", cfg.port, "between 0 and 65535");
-  for (auto [key, seconds] : {std::pair<const char*, int32_t>{"server.header_timeout_s", cfg.header_timeout_s},
-                              {"server.body_timeout_s", cfg.body_timeout_s},
-                              {"server.idle_timeout_s", cfg.idle_timeout_s}})
-    if (seconds < 1 || seconds > 3600)
-      bad(key, seconds, rule_timeout);
-  if (cfg.max_connections < 1 || cfg.max_connections > 65536)
-    bad("server.max_connections", cfg.max_connections, rule_max_connections);
-  if (cfg.max_body_bytes < 0 || cfg.max_body_bytes > (int64_t{1} << 30))
-    bad("server.max_body_bytes", cfg.max_body_bytes, rule_max_body_bytes);
-  check_secret("server.api_key", cfg.api_key);
-  check_secret("server.admin_key", cfg.admin_key);
-
-  check_choice("log.level", cfg.log_level, log_levels);
-  if (cfg.trace_node.empty() || !toml_config::is_name(cfg.trace_node))
-    fail("trace.node = " + in_quotes(cfg.trace_node) + ": must be 1 to 64 letters, digits, '_', '-' or '.'");
 }
 
-std::string describe(const node_config& cfg) {
-  std::ostringstream os;
-  if (cfg.model_path.empty())
-    os << "model.preset=" << name_of(preset_names, cfg.preset) << " model.size=" << name_of(size_names, cfg.size)
-       << " model.seed=" << cfg.model_seed;
-  else
-    os << "model.path=" << cfg.model_path
-       << (cfg.served_model_name.empty() ? std::string() : " model.served_model_name=" + cfg.served_model_name);
-  os << " model.kv_dtype=" << name_of(dtype_names, cfg.kv) << " model.weight_dtype=" << name_of(weight_dtype_names, cfg.weights)
-     << " device.kind=" << to_string(cfg.device_kind)
-     << " device.chaos_seed=" << cfg.chaos_seed << " device.matmul=" << name_of(matmul_names, cfg.matmul) << " cache.block_size=" << cfg.block_size
-     << " cache.chunk_size=" << cfg.chunk_size << " cache.num_blocks=" << cfg.num_blocks
-     << " cache.checkpoint_interval=" << cfg.checkpoint_interval
-     << " scheduler.max_batch_tokens=" << cfg.max_batch_tokens
-     << " scheduler.max_num_seqs=" << cfg.max_num_seqs << " scheduler.max_waiting=" << cfg.max_waiting
-     << " kv_transfer.connector=" << to_string(cfg.connector)
-     << " kv_transfer.kv_role=" << to_string(cfg.kv_role);
-  if (!cfg.leaves.empty())
-    os << " kv_transfer.connectors=" << leaves_text(cfg);
-  os
-     << " store.capacity_mb=" << cfg.store_capacity_mb;
-  if (cfg.connector == connector_kind::store || !cfg.store_address.empty())
-    os << " store.address=" << cfg.store_address << " store.transport=" << cfg.store_transport
-       << " store.deadline_ms=" << cfg.store_deadline_ms;
-  if (!cfg.store_expect_identity.empty())
-    os << " store.expect_identity=" << cfg.store_expect_identity;
-  if (cfg.uses_pd())
-    os << " pd.lease_ms=" << cfg.pd_lease_ms << " pd.transport=" << cfg.pd_transport;
-  if (!cfg.pd_peers.empty()) {
-    os << " pd.peers=";
-    for (size_t i = 0; i < cfg.pd_peers.size(); ++i)
-      os << (i ? "," : "") << cfg.pd_peers[i];
-  }
-  if (!cfg.secret_file.empty())
-    os << " security.secret_file=" << cfg.secret_file;
-  if (cfg.tls.on())
-    os << " security.tls=on security.certificate=" << cfg.tls.certificate << " security.cafile=" << cfg.tls.cafile;
-  if (!cfg.engine_id.empty())
-    os << " node.engine_id=" << cfg.engine_id;
-  os
-     << " server.host=" << cfg.host << " server.port=" << cfg.port
-     << (cfg.actor_port != 0 ? " server.actor_port=" + std::to_string(cfg.actor_port) : std::string())
-     << " server.header_timeout_s=" << cfg.header_timeout_s << " server.body_timeout_s=" << cfg.body_timeout_s
-     << " server.idle_timeout_s=" << cfg.idle_timeout_s << " server.max_connections=" << cfg.max_connections
-     << " server.max_body_bytes=" << cfg.max_body_bytes
-     << " server.api_key=" << (cfg.api_key.empty() ? "unset" : "set")
-     << " server.admin_key=" << (cfg.admin_key.empty() ? "unset" : "set")
-     << " log.level=" << cfg.log_level;
-  if (!cfg.trace_path.empty())
-    os << " trace.path=" << cfg.trace_path;
-  if (cfg.trace_node != "node")
-    os << " trace.node=" << cfg.trace_node;
-  if (cfg.drop_edge != fault_edge::none)
-    os << " faults.drop_edge=" << to_string(cfg.drop_edge);
-  if (cfg.corrupt_commits != "none")
-    os << " faults.corrupt_commits=" << cfg.corrupt_commits;
-  return os.str();
-}
+std::string describe(const node_config& cfg) { return config_keys::describe_keys(node_keys(), cfg); }
+
+std::string node_config_keys_table() { return config_keys::markdown_table(node_keys()); }
 
 std::unique_ptr<device> make_configured_device(const node_config& cfg) {
   if (cfg.device_kind == device_kind::hip)
@@ -639,26 +595,7 @@ std::unique_ptr<device> make_configured_device(const node_config& cfg) {
 std::string render_config_toml(const node_config& cfg) {
   node_config shown = cfg;
   shown.trace_path.clear();
-  std::istringstream in(describe(shown));
-  std::string item, section, out;
-  while (in >> item) {
-    auto dot = item.find('.'), eq = item.find('=');
-    std::string sec = item.substr(0, dot), key = item.substr(dot + 1, eq - dot - 1), value = item.substr(eq + 1);
-    if (sec + "." + key == "server.api_key" || sec + "." + key == "server.admin_key")
-      continue;
-    if (sec != section) {
-      out += (out.empty() ? "[" : "\n[") + sec + "]\n";
-      section = sec;
-    }
-    if (is_string_key(sec + "." + key)) {
-      std::string quoted = "\"";
-      for (char c : value)
-        quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-      value = quoted + "\"";
-    }
-    out += key + " = " + value + "\n";
-  }
-  return out;
+  return config_keys::render_toml(node_keys(), shown);
 }
 
 std::optional<host_port> parse_host_port(const std::string& text) {

@@ -144,6 +144,10 @@ void validate(const node_config& cfg);
 // Canonical one-line description (stable key order); the node logs it at startup.
 std::string describe(const node_config& cfg);
 
+// Every key of the node config as a markdown table (key, type, default, allowed, what it does),
+// made from the one declaration of each key (runtime/config.cpp:node_keys); docs/config.md holds it.
+std::string node_config_keys_table();
+
 model_options to_model_options(const node_config& cfg);
 // to_model_options, and with model.path the checkpoint loaded whole (every tensor converted, its
 // digest taken); throws config_error naming model.path and the fault.

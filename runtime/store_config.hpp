@@ -32,4 +32,9 @@ store_config parse_store_config(const std::string& toml_text, const std::vector<
 // Reads `path` first; errors name the file when they are about the file.
 store_config load_store_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// Every key of the store config as a markdown table (key, type, default, allowed, what it does),
+// made from the one declaration of each key (runtime/store_config.cpp:store_keys); docs/config.md
+// holds it.
+std::string store_config_keys_table();
+
 } // namespace ordo

@@ -451,6 +451,13 @@ TEST_CASE("validate() refuses a hand-built config too", "[config]") {
   cfg.chunk_size = 24;
   CHECK_THROWS_WITH(validate(cfg),
                     "cache.chunk_size = 24: must be a positive multiple of cache.block_size (16)");
+  // Each key's range and choices, from its declaration, as the reader refuses them.
+  node_config seqs;
+  seqs.max_num_seqs = 0;
+  CHECK_THROWS_WITH(validate(seqs), "scheduler.max_num_seqs = 0: must be between 1 and 256");
+  node_config level;
+  level.log_level = "loud";
+  CHECK_THROWS_WITH(validate(level), "log.level = \"loud\": must be one of trace, debug, info, warn, error");
 }
 
 TEST_CASE("trace and fault keys: values, refusals, and the config a trace header carries", "[config]") {
@@ -596,4 +603,46 @@ config = '{"kv_connector":"multi","connectors":["pd_kv","offload"]}')");
                     "not \"pd\""));
   CHECK_THAT(error_of("", {"kv_transfer.connector=multi", "kv_transfer.connectors=pd,lmcache"}),
              Equals("kv_transfer.connectors = \"lmcache\": must be one of none, offload, store, pd, pd_kv, multi"));
+}
+
+TEST_CASE("the key table (docs/config.md) names every key the reader takes, once, with its default", "[config]") {
+  const std::string table = node_config_keys_table();
+  std::vector<std::string> keys;
+  for (size_t at = table.find("\n| `"); at != std::string::npos; at = table.find("\n| `", at + 1))
+    keys.push_back(table.substr(at + 4, table.find('`', at + 4) - at - 4));
+  CHECK(keys.size() == 50);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    INFO(keys[i]);
+    CHECK(std::count(keys.begin(), keys.end(), keys[i]) == 1);
+    // Known to the reader: whatever it says about the value, it is not "unknown key".
+    CHECK(error_of("", {keys[i] + "=@"}).rfind("unknown", 0) == std::string::npos);
+  }
+  CHECK(error_of("", {"cache.block_sizes=16"}).rfind("unknown key cache.block_sizes", 0) == 0);
+  // Each row's default is what an empty file gives (describe() writes it so).
+  const std::string d = describe(parse_config(""));
+  for (size_t start = 0, end; start < d.size(); start = end + 1) {
+    end = std::min(d.find(' ', start), d.size());
+    const std::string item = d.substr(start, end - start), key = item.substr(0, item.find('='));
+    const std::string value = item.substr(item.find('=') + 1);
+    INFO(item);
+    if (value == "unset") // a secret: its default is ""
+      CHECK_THAT(table, Catch::Matchers::Contains("| `" + key + "` | secret | `\"\"` |"));
+    else
+      CHECK_THAT(table, Catch::Matchers::Contains("| `" + key + "` | integer | `" + value + "` |") ||
+                            Catch::Matchers::Contains("| `" + key + "` | choice | `\"" + value + "\"` |") ||
+                            Catch::Matchers::Contains("| `" + key + "` | string | `\"" + value + "\"` |"));
+  }
+  CHECK_THAT(table, Catch::Matchers::Contains(
+                        "| `cache.block_size` | integer | `64` | a power of two between 4 and 256 | tokens per block"));
+  CHECK_THAT(table, Catch::Matchers::Contains("| `model.preset` | choice | `\"qsa_gdn_ple\"` | one of dense, gdn_hybrid, "
+                                              "qsa_gdn_ple |"));
+}
+
+TEST_CASE("describe() writes model.path where the preset's keys stand", "[config]") {
+  node_config cfg; // describe() takes the config as it is: no checkpoint is opened here
+  cfg.model_path = "ck";
+  cfg.served_model_name = "tiny";
+  CHECK(describe(cfg).rfind("model.path=ck model.served_model_name=tiny model.kv_dtype=fp32 ", 0) == 0);
+  cfg.served_model_name.clear();
+  CHECK(describe(cfg).rfind("model.path=ck model.kv_dtype=fp32 ", 0) == 0);
 }

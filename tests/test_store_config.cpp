@@ -104,3 +104,22 @@ TEST_CASE("a missing store config file is named", "[store_config]") {
     CHECK(std::string(e.what()) == "config file \"configs/no-such-store.toml\": no such file");
   }
 }
+
+TEST_CASE("the store key table (docs/config.md) names every key the reader takes, with its default",
+          "[store_config]") {
+  const std::string table = store_config_keys_table();
+  std::vector<std::string> keys;
+  for (size_t at = table.find("\n| `"); at != std::string::npos; at = table.find("\n| `", at + 1))
+    keys.push_back(table.substr(at + 4, table.find('`', at + 4) - at - 4));
+  CHECK(keys == std::vector<std::string>{"store.capacity_mb", "store.host", "store.port", "store.http_port",
+                                         "store.granularity", "store.engine_id", "log.level", "security.secret_file",
+                                         "security.tls", "security.certificate", "security.key", "security.cafile"});
+  for (const auto& key : keys) {
+    INFO(key);
+    CHECK(error_of("", {key + "=@"}).rfind("unknown", 0) == std::string::npos);
+  }
+  CHECK(table.find("| `store.capacity_mb` | integer | `256` | a size in MiB between 1 and 1073741824 (2^30) |") !=
+        std::string::npos);
+  CHECK(table.find("| `store.granularity` | choice | `\"block\"` | one of block, chunk |") != std::string::npos);
+  CHECK(table.find("| `security.tls` | choice | `\"off\"` | one of off, on |") != std::string::npos);
+}

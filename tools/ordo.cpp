@@ -14,6 +14,7 @@
 #include "runtime/version.hpp"
 #include "tools/demo.hpp"
 #include "tools/certs.hpp"
+#include "tools/config_tool.hpp"
 #include "tools/model_tool.hpp"
 #include "tools/process_signals.hpp"
 #include "tools/proxy/proxy.hpp"
@@ -131,6 +132,11 @@ int main(int argc, char** argv) {
   certs_cmd->add_option("--role", certs.role, "admin | node: an admin certificate may evict_all at a store");
   certs_cmd->add_option("--days", certs.days, "validity in days (1..3650)");
   certs_cmd->add_option("names", certs.names, "one certificate per name (a process, a host)");
+
+  auto* config_cmd = app.add_subcommand("config", "the config files' keys (docs/config.md)");
+  config_cmd->require_subcommand(1);
+  auto* config_keys_cmd =
+      config_cmd->add_subcommand("keys", "every key of the node and store configs as markdown tables");
 
   auto* demo_cmd = app.add_subcommand("demo", "run a multi-turn workload twice with an HBM eviction between");
   std::string demo_config = "configs/default.toml";
@@ -258,6 +264,8 @@ int main(int argc, char** argv) {
     return ordo::run_model_random(random_opts);
   if (*certs_cmd)
     return ordo::run_certs(certs);
+  if (*config_keys_cmd)
+    return ordo::run_config_keys();
   if (*demo_cmd) {
     if (!demo_trace.empty())
       demo_sets.push_back("trace.path=" + demo_trace);
