@@ -1,8 +1,8 @@
-// gpu_check: every HIP kernel against its CPU reference (kernels/cpu) on fresh random inputs, then
-// the tiny model's forward on both devices (cold, chunked, prefix hit, batched, decode): prints a
-// table and exits 1 unless every result is bitwise equal. device.matmul = "tf32" and
-// model.weight_dtype = "bf16" are checked against a tolerance instead, and for batch invariance
-// (bitwise) at the kernel and model level.
+// gpu_check: every HIP kernel against its CPU reference (kernels/cpu) on fresh random inputs (one
+// case per op: kernel_cases, kv_cases), then the tiny model's forward on both devices (cold,
+// chunked, prefix hit, batched, decode): prints a table and exits 1 unless every result is bitwise
+// equal. device.matmul = "tf32" and model.weight_dtype = "bf16" are checked against a tolerance
+// instead, and for batch invariance (bitwise) at the kernel and model level.
 // Built only with -DORDO_GPU=hip-*.
 // Usage: gpu_check [--seed N] [--skip-model]
 #include <algorithm>
@@ -260,17 +260,133 @@ arena_pair random_arena(mirror& m, rng& r, const std::vector<uint64_t>& bb, int3
   return a;
 }
 
-void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed) {
-  mirror m(gpu);
-  rng r(seed);
-  const auto run = [&](auto cpu_fn, auto gpu_fn) {
+// The kernel cases of one shape, in the style of ggml's test-backend-ops: one member per op (or
+// per ops whose outputs feed each other), each running the CPU reference and the kernel on the
+// same random inputs and reporting one row per variant (kernel_cases below lists them in order).
+// Every case draws from one random stream and allocates from one mirror, in table order, so a
+// seed fixes every input.
+struct kernel_checks {
+  kernel_checks(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed)
+      : gpu(gpu), kt(kt), sh(sh), seed(seed), m(gpu), r(seed), tag(std::string(" [") + sh.tag + "]") {}
+
+  void check_matmul();
+  void check_rmsnorm();
+  void check_embed();
+  void check_rope();
+  void check_swiglu();
+  void check_matmul_swiglu();
+  void check_kv_dtypes(); // the kv_cases below, over one fixture per KV dtype
+  void check_state_reset();
+  void check_causal_conv();
+  void check_gdn();
+  void check_gdn_qwen();
+  void check_head_ops();
+  void check_ple_ngram();
+  void check_gather_rows();
+  void check_sample();
+  void check_unit_copy();
+  void check_unit_copy_batch();
+
+  // kv_store then attention over a mixed batch (a prefill, a decode, a chunk in the middle): the
+  // arena and queries of one KV dtype, which kv_store writes and the attention cases read.
+  struct kv_fixture {
+    elem_dtype dt;
+    bool fp8;
+    int32_t nq, nkv, hd;
+    batch_pair b;
+    size_t slots, row;
+    mirror::pair<uint8_t> k, v;
+    mirror::pair<float> ks, vs;
+    int32_t T, ldqkv;
+    mirror::pair<int32_t> sm; // the batch's slot mapping with one skipped row
+    mirror::pair<float> src;  // q, k and v rows
+  };
+  kv_fixture make_kv_fixture(elem_dtype dt);
+  void check_kv_store(kv_fixture& f);
+  void check_rope_kv_store(kv_fixture& f);
+  void check_paged_attention(kv_fixture& f);
+  void check_paged_attention_split(kv_fixture& f);
+  void check_paged_attention_tiles(kv_fixture& f);
+  void check_paged_attention_tiles_split(kv_fixture& f);
+  void check_paged_attention_tiles_unaligned(kv_fixture& f);
+  void check_sparse_attention(kv_fixture& f);
+
+  // A random arena (with fp8 scales) and queries for `reqs`: the CPU's and the GPU's args.
+  struct attention_case {
+    batch_pair b;
+    mirror::pair<float> q, out;
+    paged_attention_args h, d;
+  };
+  attention_case make_case(const kv_fixture& f, const std::vector<req_spec>& reqs, int32_t chd = 0, int32_t ldq = 0);
+  void check_split(const kv_fixture& f, attention_case& c, int64_t chunks, const std::string& name);
+
+  // The CPU reference, then the kernel, then the GPU waited for.
+  template <class Cpu, class Gpu> void run(Cpu cpu_fn, Gpu gpu_fn) {
     cpu_fn();
     gpu_fn();
     gpu.synchronize();
-  };
-  const std::string tag = std::string(" [") + sh.tag + "]";
-  const stream_kind cs = stream_kind::compute;
+  }
 
+  device& gpu;
+  kernel_table& kt;
+  const shape& sh;
+  const uint64_t seed;
+  mirror m;
+  rng r;
+  const std::string tag;
+  const stream_kind cs = stream_kind::compute;
+  static constexpr int32_t bs = 16; // the block size of every batch
+};
+
+struct kernel_case {
+  const char* op; // the kernel_table entries it checks
+  void (kernel_checks::*check)();
+};
+
+const kernel_case kernel_cases[] = {
+    {"matmul", &kernel_checks::check_matmul},
+    {"rmsnorm", &kernel_checks::check_rmsnorm},
+    {"embed", &kernel_checks::check_embed},
+    {"rope", &kernel_checks::check_rope},
+    {"swiglu", &kernel_checks::check_swiglu},
+    {"matmul_swiglu", &kernel_checks::check_matmul_swiglu},
+    {"kv_store, rope_kv_store, paged_attention, index_compress, sparse_attention", &kernel_checks::check_kv_dtypes},
+    {"state_reset", &kernel_checks::check_state_reset},
+    {"causal_conv", &kernel_checks::check_causal_conv},
+    {"gdn", &kernel_checks::check_gdn},
+    {"gdn (Qwen3.5 key heads and decay), rmsnorm gated", &kernel_checks::check_gdn_qwen},
+    {"rmsnorm per head, rope partial, output_gate", &kernel_checks::check_head_ops},
+    {"ple_ngram", &kernel_checks::check_ple_ngram},
+    {"gather_rows", &kernel_checks::check_gather_rows},
+    {"sample", &kernel_checks::check_sample},
+    {"unit_copy", &kernel_checks::check_unit_copy},
+    {"unit_copy_batch", &kernel_checks::check_unit_copy_batch},
+};
+
+// Per KV dtype, in this order over one fixture: kv_store writes the arena the attention cases read.
+struct kv_case {
+  const char* op;
+  void (kernel_checks::*check)(kernel_checks::kv_fixture&);
+};
+
+const kv_case kv_cases[] = {
+    {"kv_store", &kernel_checks::check_kv_store},
+    {"rope_kv_store", &kernel_checks::check_rope_kv_store},
+    {"paged_attention", &kernel_checks::check_paged_attention},
+    {"paged_attention split", &kernel_checks::check_paged_attention_split},
+    {"paged_attention tiles", &kernel_checks::check_paged_attention_tiles},
+    {"paged_attention tiles split", &kernel_checks::check_paged_attention_tiles_split},
+    {"paged_attention tiles unaligned", &kernel_checks::check_paged_attention_tiles_unaligned},
+    {"index_compress, sparse_attention", &kernel_checks::check_sparse_attention},
+};
+
+void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed) {
+  kernel_checks checks(gpu, kt, sh, seed);
+  for (const kernel_case& c : kernel_cases)
+    (checks.*c.check)();
+}
+
+void kernel_checks::check_matmul() {
   // matmul: odd sizes exercise the dot's tail, partial row tiles (prefill tiles of 16 rows, decode
   // tiles of 8, 4 and 1 rows) and partial output blocks. Rows of a multiple of 4 floats take the
   // prefill lane tiles (32 rows × 64 outputs, k slices of 32; 64 × 64 of 16 outputs per cell
@@ -292,6 +408,9 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     report(std::string("matmul") + (acc ? " accumulate" : "") + " rows " + std::to_string(rows) +
                (ra.second ? " quads" : "") + tag, v);
   }
+}
+
+void kernel_checks::check_rmsnorm() {
   // A row of the model's width (b1: the register path's largest) and an odd one (b1: past it).
   for (const std::pair<int32_t, int32_t>& rd : {std::pair<int32_t, int32_t>{1, sh.dim}, {33, sh.dim + 5}}) {
     const int32_t rows = rd.first, dim = rd.second;
@@ -304,34 +423,39 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     v.add(m, y);
     report("rmsnorm rows " + std::to_string(rows) + " dim " + std::to_string(dim) + tag, v);
   }
-  {
-    const int32_t rows = 50, dim = sh.dim, table_rows = 300;
-    auto ids = m.of(r.ints(rows, 0, table_rows - 1));
-    auto table = m.of(r.floats(size_t(table_rows) * dim));
-    auto out = m.of(std::vector<float>(size_t(rows) * dim));
-    run([&] { cpu::embed({ids.h, table.h, out.h, rows, dim, table_rows}); },
-        [&] { kt.embed(cs, {ids.d, table.d, out.d, rows, dim, table_rows}); });
-    verdict v;
-    v.add(m, out);
-    report("embed" + tag, v);
-  }
-  {
-    const int32_t rows = 20, heads = sh.heads, hd = sh.head_dim, maxp = 256, ld = heads * hd + 8;
-    std::vector<float> cs_table(size_t(maxp) * hd);
-    for (int32_t p = 0; p < maxp; ++p)
-      for (int32_t i = 0; i < hd / 2; ++i) {
-        cs_table[(size_t(p) * hd / 2 + i) * 2] = float(std::cos(p * std::pow(10000.0, -2.0 * i / hd)));
-        cs_table[(size_t(p) * hd / 2 + i) * 2 + 1] = float(std::sin(p * std::pow(10000.0, -2.0 * i / hd)));
-      }
-    auto x = m.of(r.floats(size_t(rows) * ld));
-    auto pos = m.of(r.ints(rows, 0, maxp - 1));
-    auto tab = m.of(cs_table);
-    run([&] { cpu::rope({x.h, ld, pos.h, tab.h, rows, heads, hd, maxp}); },
-        [&] { kt.rope(cs, {x.d, ld, pos.d, tab.d, rows, heads, hd, maxp}); });
-    verdict v;
-    v.add(m, x);
-    report("rope" + tag, v);
-  }
+}
+
+void kernel_checks::check_embed() {
+  const int32_t rows = 50, dim = sh.dim, table_rows = 300;
+  auto ids = m.of(r.ints(rows, 0, table_rows - 1));
+  auto table = m.of(r.floats(size_t(table_rows) * dim));
+  auto out = m.of(std::vector<float>(size_t(rows) * dim));
+  run([&] { cpu::embed({ids.h, table.h, out.h, rows, dim, table_rows}); },
+      [&] { kt.embed(cs, {ids.d, table.d, out.d, rows, dim, table_rows}); });
+  verdict v;
+  v.add(m, out);
+  report("embed" + tag, v);
+}
+
+void kernel_checks::check_rope() {
+  const int32_t rows = 20, heads = sh.heads, hd = sh.head_dim, maxp = 256, ld = heads * hd + 8;
+  std::vector<float> cs_table(size_t(maxp) * hd);
+  for (int32_t p = 0; p < maxp; ++p)
+    for (int32_t i = 0; i < hd / 2; ++i) {
+      cs_table[(size_t(p) * hd / 2 + i) * 2] = float(std::cos(p * std::pow(10000.0, -2.0 * i / hd)));
+      cs_table[(size_t(p) * hd / 2 + i) * 2 + 1] = float(std::sin(p * std::pow(10000.0, -2.0 * i / hd)));
+    }
+  auto x = m.of(r.floats(size_t(rows) * ld));
+  auto pos = m.of(r.ints(rows, 0, maxp - 1));
+  auto tab = m.of(cs_table);
+  run([&] { cpu::rope({x.h, ld, pos.h, tab.h, rows, heads, hd, maxp}); },
+      [&] { kt.rope(cs, {x.d, ld, pos.d, tab.d, rows, heads, hd, maxp}); });
+  verdict v;
+  v.add(m, x);
+  report("rope" + tag, v);
+}
+
+void kernel_checks::check_swiglu() {
   for (int32_t group : {0, 8}) { // halves, and the model's runs of 8 gates and 8 ups
     const int32_t rows = 20, dim = group ? 8 * (sh.dim / 8 + 1) : sh.dim + 1;
     auto gu = m.of(r.floats(size_t(rows) * 2 * dim, -12, 12));
@@ -342,6 +466,9 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     v.add(m, out);
     report("swiglu" + std::string(group ? " runs of 8" : "") + tag, v);
   }
+}
+
+void kernel_checks::check_matmul_swiglu() {
   // The gate/up matmul with swiglu: 200 rows × 4096 outputs take the 64 × 64 lane tiles, which
   // apply swiglu in their epilogue (in = dim + 12: a partial k slice and a tail of 4); 130 rows
   // (2 × 64 row blocks: too few) and 6 rows run the matmul, then swiglu.
@@ -362,203 +489,268 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     v.add(m, out);
     report("matmul + swiglu rows " + std::to_string(rows) + tag, v);
   }
+}
 
-  const int32_t bs = 16, nq = sh.heads, nkv = sh.kv_heads, hd = sh.head_dim;
+void kernel_checks::check_kv_dtypes() {
   for (elem_dtype dt : {elem_dtype::fp32, elem_dtype::bf16, elem_dtype::fp8_e4m3}) {
-    // kv_store then attention over a mixed batch: a prefill, a decode, a chunk in the middle.
-    batch_pair b = make_batch(m, r, {{21, 0}, {1, 90}, {9, 33}}, bs);
-    const size_t slots = size_t(b.num_blocks) * bs, row = size_t(nkv) * hd;
-    auto k = m.of(random_kv_bytes(r, dt, slots * row));
-    auto v = m.of(random_kv_bytes(r, dt, slots * row));
-    const bool fp8 = dt == elem_dtype::fp8_e4m3;
-    auto ks = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
-    auto vs = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
-    const int32_t T = b.h.num_tokens, ldqkv = (nq + 2 * nkv) * hd + 4;
-    std::vector<int32_t> smap(T);
-    gpu.copy_async(cs, smap.data(), b.d.slot_mapping, T * 4);
-    gpu.synchronize();
-    smap[T / 2] = -1; // a skipped row
-    auto sm = m.of(smap);
-    auto src = m.of(r.floats(size_t(T) * ldqkv, -3, 3));
-    run([&] {
-          cpu::kv_store({src.h + nq * hd, ldqkv, sm.h, k.h, fp8 ? ks.h : nullptr, dt, T, nkv, hd});
-          cpu::kv_store({src.h + nq * hd + nkv * hd, ldqkv, b.h.slot_mapping, v.h, fp8 ? vs.h : nullptr, dt, T, nkv, hd});
-        },
-        [&] {
-          kt.kv_store(cs, {src.d + nq * hd, ldqkv, sm.d, k.d, fp8 ? ks.d : nullptr, dt, T, nkv, hd});
-          kt.kv_store(cs, {src.d + nq * hd + nkv * hd, ldqkv, b.d.slot_mapping, v.d, fp8 ? vs.d : nullptr, dt, T, nkv, hd});
-        });
-    verdict vk;
-    vk.add(m, k);
-    vk.add(m, v);
-    if (fp8) {
-      vk.add(m, ks);
-      vk.add(m, vs);
-    }
-    report(std::string("kv_store ") + to_string(dt) + tag, vk);
-
-    {
-      // rope over the q and k heads, then K and V into their slots, as one launch against the three ops.
-      const int32_t maxp = 256;
-      std::vector<float> cs_table(size_t(maxp) * hd);
-      for (int32_t p = 0; p < maxp; ++p)
-        for (int32_t i = 0; i < hd / 2; ++i) {
-          cs_table[(size_t(p) * hd / 2 + i) * 2] = float(std::cos(p * std::pow(10000.0, -2.0 * i / hd)));
-          cs_table[(size_t(p) * hd / 2 + i) * 2 + 1] = float(std::sin(p * std::pow(10000.0, -2.0 * i / hd)));
-        }
-      auto tab = m.of(cs_table);
-      auto qkv = m.of(r.floats(size_t(T) * ldqkv, -3, 3));
-      auto fk = m.of(random_kv_bytes(r, dt, slots * row));
-      auto fv = m.of(random_kv_bytes(r, dt, slots * row));
-      auto fks = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
-      auto fvs = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
-      const auto args = [&](auto& x, auto& kr, auto& vr, auto& ksr, auto& vsr, const device_batch& bb, int32_t* smap_p) {
-        return rope_kv_store_args{{x, ldqkv, bb.positions, nullptr, T, nq + nkv, hd, maxp},
-                                  {x + nq * hd, ldqkv, smap_p, kr, fp8 ? ksr : nullptr, dt, T, nkv, hd},
-                                  {x + nq * hd + nkv * hd, ldqkv, bb.slot_mapping, vr, fp8 ? vsr : nullptr, dt, T, nkv, hd}};
-      };
-      auto ha = args(qkv.h, fk.h, fv.h, fks.h, fvs.h, b.h, sm.h);
-      ha.rope.cos_sin = tab.h;
-      auto da = args(qkv.d, fk.d, fv.d, fks.d, fvs.d, b.d, sm.d);
-      da.rope.cos_sin = tab.d;
-      run([&] {
-            cpu::rope(ha.rope);
-            cpu::kv_store(ha.k);
-            cpu::kv_store(ha.v);
-          },
-          [&] { kt.rope_kv_store(cs, da); });
-      verdict vf;
-      vf.add(m, qkv);
-      vf.add(m, fk);
-      vf.add(m, fv);
-      if (fp8) {
-        vf.add(m, fks);
-        vf.add(m, fvs);
-      }
-      report(std::string("rope_kv_store ") + to_string(dt) + tag, vf);
-    }
-
-    auto out = m.of(std::vector<float>(size_t(T) * nq * hd));
-    paged_attention_args h{b.h, src.h, ldqkv, k.h, v.h, fp8 ? ks.h : nullptr, fp8 ? vs.h : nullptr, dt, out.h, nq * hd,
-                           nq, nkv, hd, bs};
-    paged_attention_args d{b.d, src.d, ldqkv, k.d, v.d, fp8 ? ks.d : nullptr, fp8 ? vs.d : nullptr, dt, out.d, nq * hd,
-                           nq, nkv, hd, bs};
-    run([&] { cpu::paged_attention(h); }, [&] { kt.paged_attention(cs, d); });
-    verdict va;
-    va.add(m, out);
-    report(std::string("paged_attention ") + to_string(dt) + tag, va);
-
-    // A random arena (with fp8 scales) and queries for `reqs`: the CPU's and the GPU's args.
-    struct attention_case {
-      batch_pair b;
-      mirror::pair<float> q, out;
-      paged_attention_args h, d;
-    };
-    // (The queries' row stride ldq and the head_dim default to the shape's: nq·hd and hd.)
-    const auto make_case = [&](const std::vector<req_spec>& reqs, int32_t chd = 0, int32_t ldq = 0) {
-      chd = chd ? chd : hd;
-      ldq = ldq ? ldq : nq * chd;
-      attention_case c{make_batch(m, r, reqs, bs), {}, {}, {}, {}};
-      const size_t cslots = size_t(c.b.num_blocks) * bs, crow = size_t(nkv) * chd;
-      auto ck = m.of(random_kv_bytes(r, dt, cslots * crow));
-      auto cv = m.of(random_kv_bytes(r, dt, cslots * crow));
-      auto cks = m.of(r.floats(fp8 ? cslots * nkv : 1, 0.001f, 0.02f));
-      auto cvs = m.of(r.floats(fp8 ? cslots * nkv : 1, 0.001f, 0.02f));
-      const int32_t rows = c.b.h.num_tokens;
-      c.q = m.of(r.floats(size_t(rows) * ldq, -3, 3));
-      c.out = m.of(std::vector<float>(size_t(rows) * nq * chd));
-      c.h = {c.b.h, c.q.h, ldq, ck.h, cv.h, fp8 ? cks.h : nullptr, fp8 ? cvs.h : nullptr, dt, c.out.h, nq * chd,
-             nq, nkv, chd, bs};
-      c.d = {c.b.d, c.q.d, ldq, ck.d, cv.d, fp8 ? cks.d : nullptr, fp8 ? cvs.d : nullptr, dt, c.out.d, nq * chd,
-             nq, nkv, chd, bs};
-      return c;
-    };
-    // A case run with scratch for `chunks` chunks per row, twice (the second time into a cleared
-    // output: the fold's counters must have been set back to zero), against the CPU's fold.
-    const auto check_split = [&](attention_case& c, int64_t chunks, const std::string& name) {
-      const int32_t chd = c.h.head_dim;
-      const int64_t cap = int64_t(c.b.h.num_tokens) * nq * chunks * (chd + 2);
-      auto scratch = m.of(std::vector<float>(size_t(cap)));
-      auto counts = m.of(std::vector<uint32_t>(size_t(cap / (chd + 2))));
-      c.d.partials = scratch.d;
-      c.d.partials_floats = cap;
-      c.d.partial_counts = counts.d;
-      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
-      verdict v;
-      v.add(m, c.out);
-      const std::vector<float> zeros(c.out.n, 0.0f);
-      gpu.copy_async(cs, c.out.d, zeros.data(), zeros.size() * sizeof(float));
-      kt.paged_attention(cs, c.d);
-      gpu.synchronize();
-      v.add(m, c.out);
-      report(name + to_string(dt) + tag, v);
-    };
-    {
-      // Decode rows with chunk-parallel attention (scratch given): one chunk, exactly two, a
-      // partial last one, many; the fold must equal the CPU's in-place fold.
-      attention_case c = make_case({{1, 0}, {1, 63}, {1, 127}, {1, 200}, {2, 330}});
-      check_split(c, 8, "paged_attention split ");
-    }
-    // Prefill-sized rows in tiles of 32 of one request: a prompt over three tiles, a decode row, a
-    // chunk starting mid-chunk at 150, one ending a tile early at 31. Without scratch one block
-    // folds each tile (as for positions past the model's split scratch); with it, each (tile,
-    // head, chunk) writes its records and the tile's last chunk folds.
-    {
-      attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
-      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
-      verdict vt;
-      vt.add(m, c.out);
-      report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
-    }
-    {
-      attention_case c = make_case({{70, 0}, {1, 300}, {45, 150}, {33, 31}});
-      check_split(c, 300 / attention_chunk + 1, "paged_attention tiles split ");
-    }
-    {
-      // The tiles' staging without 16-byte loads: queries at a stride of nq·hd + 1 floats, and a
-      // head_dim of 18 (K and V rows not a multiple of 4 elements, and a tail past the 8 lanes),
-      // by one block per tile and by one per chunk.
-      const int32_t hd2 = 18;
-      attention_case c = make_case({{70, 0}, {45, 150}}, hd2, nq * hd2 + 1);
-      run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
-      verdict vu;
-      vu.add(m, c.out);
-      report(std::string("paged_attention tiles unaligned ") + to_string(dt) + tag, vu);
-      check_split(c, (150 + 45) / attention_chunk + 1, "paged_attention tiles unaligned split ");
-    }
-
-    // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.
-    const int32_t idim = 8, group = 4;
-    auto raw = m.of(r.floats(slots * idim));
-    std::vector<float> comp = r.floats(slots / group * idim);
-    for (size_t g = 1; g < slots / group; g += 2)
-      std::memcpy(&comp[g * idim], &comp[(g - 1) * idim], idim * sizeof(float));
-    auto cmp = m.of(comp);
-    run([&] { cpu::index_compress({b.h, raw.h, cmp.h, idim, bs, group}); },
-        [&] { kt.index_compress(cs, {b.d, raw.d, cmp.d, idim, bs, group}); });
-    verdict vc;
-    vc.add(m, cmp);
-    report(std::string("index_compress") + (dt == elem_dtype::fp32 ? "" : " (again)") + tag, vc);
-    auto iq = m.of(r.floats(size_t(T) * idim));
-    auto out2 = m.of(std::vector<float>(size_t(T) * nq * hd));
-    h.out = out2.h;
-    d.out = out2.d;
-    run([&] { cpu::sparse_attention({h, iq.h, idim, cmp.h, idim, 16, 4, group}); },
-        [&] { kt.sparse_attention(cs, {d, iq.d, idim, cmp.d, idim, 16, 4, group}); });
-    verdict vsa;
-    vsa.add(m, out2);
-    report(std::string("sparse_attention ") + to_string(dt) + tag, vsa);
+    kv_fixture f = make_kv_fixture(dt);
+    for (const kv_case& c : kv_cases)
+      (this->*c.check)(f);
   }
-  {
-    batch_pair b = make_batch(m, r, {{5, 0, true}, {3, 7, false}, {1, 2, true}, {4, 9, false}}, bs);
-    const size_t slot_bytes = 512;
-    auto st = m.of(r.floats(b.num_slots * slot_bytes / 4));
-    run([&] { cpu::state_reset({b.h, reinterpret_cast<uint8_t*>(st.h), slot_bytes, b.num_slots}); },
-        [&] { kt.state_reset(cs, {b.d, reinterpret_cast<uint8_t*>(st.d), slot_bytes, b.num_slots}); });
-    verdict v;
-    v.add(m, st);
-    report("state_reset" + tag, v);
+}
+
+kernel_checks::kv_fixture kernel_checks::make_kv_fixture(elem_dtype dt) {
+  kv_fixture f;
+  f.dt = dt;
+  f.fp8 = dt == elem_dtype::fp8_e4m3;
+  f.nq = sh.heads, f.nkv = sh.kv_heads, f.hd = sh.head_dim;
+  const int32_t nq = f.nq, nkv = f.nkv, hd = f.hd;
+  f.b = make_batch(m, r, {{21, 0}, {1, 90}, {9, 33}}, bs);
+  f.slots = size_t(f.b.num_blocks) * bs, f.row = size_t(nkv) * hd;
+  f.k = m.of(random_kv_bytes(r, dt, f.slots * f.row));
+  f.v = m.of(random_kv_bytes(r, dt, f.slots * f.row));
+  f.ks = m.of(r.floats(f.fp8 ? f.slots * nkv : 1, 0.001f, 0.02f));
+  f.vs = m.of(r.floats(f.fp8 ? f.slots * nkv : 1, 0.001f, 0.02f));
+  f.T = f.b.h.num_tokens, f.ldqkv = (nq + 2 * nkv) * hd + 4;
+  std::vector<int32_t> smap(f.T);
+  gpu.copy_async(cs, smap.data(), f.b.d.slot_mapping, f.T * 4);
+  gpu.synchronize();
+  smap[f.T / 2] = -1; // a skipped row
+  f.sm = m.of(smap);
+  f.src = m.of(r.floats(size_t(f.T) * f.ldqkv, -3, 3));
+  return f;
+}
+
+void kernel_checks::check_kv_store(kv_fixture& f) {
+  const elem_dtype dt = f.dt;
+  const bool fp8 = f.fp8;
+  const int32_t nq = f.nq, nkv = f.nkv, hd = f.hd;
+  batch_pair& b = f.b;
+  auto &k = f.k, &v = f.v;
+  auto &ks = f.ks, &vs = f.vs;
+  const int32_t T = f.T, ldqkv = f.ldqkv;
+  auto& sm = f.sm;
+  auto& src = f.src;
+  run([&] {
+        cpu::kv_store({src.h + nq * hd, ldqkv, sm.h, k.h, fp8 ? ks.h : nullptr, dt, T, nkv, hd});
+        cpu::kv_store({src.h + nq * hd + nkv * hd, ldqkv, b.h.slot_mapping, v.h, fp8 ? vs.h : nullptr, dt, T, nkv, hd});
+      },
+      [&] {
+        kt.kv_store(cs, {src.d + nq * hd, ldqkv, sm.d, k.d, fp8 ? ks.d : nullptr, dt, T, nkv, hd});
+        kt.kv_store(cs, {src.d + nq * hd + nkv * hd, ldqkv, b.d.slot_mapping, v.d, fp8 ? vs.d : nullptr, dt, T, nkv, hd});
+      });
+  verdict vk;
+  vk.add(m, k);
+  vk.add(m, v);
+  if (fp8) {
+    vk.add(m, ks);
+    vk.add(m, vs);
   }
+  report(std::string("kv_store ") + to_string(dt) + tag, vk);
+}
+
+void kernel_checks::check_rope_kv_store(kv_fixture& f) {
+  const elem_dtype dt = f.dt;
+  const bool fp8 = f.fp8;
+  const int32_t nq = f.nq, nkv = f.nkv, hd = f.hd;
+  batch_pair& b = f.b;
+  const size_t slots = f.slots, row = f.row;
+  const int32_t T = f.T, ldqkv = f.ldqkv;
+  auto& sm = f.sm;
+  // rope over the q and k heads, then K and V into their slots, as one launch against the three ops.
+  const int32_t maxp = 256;
+  std::vector<float> cs_table(size_t(maxp) * hd);
+  for (int32_t p = 0; p < maxp; ++p)
+    for (int32_t i = 0; i < hd / 2; ++i) {
+      cs_table[(size_t(p) * hd / 2 + i) * 2] = float(std::cos(p * std::pow(10000.0, -2.0 * i / hd)));
+      cs_table[(size_t(p) * hd / 2 + i) * 2 + 1] = float(std::sin(p * std::pow(10000.0, -2.0 * i / hd)));
+    }
+  auto tab = m.of(cs_table);
+  auto qkv = m.of(r.floats(size_t(T) * ldqkv, -3, 3));
+  auto fk = m.of(random_kv_bytes(r, dt, slots * row));
+  auto fv = m.of(random_kv_bytes(r, dt, slots * row));
+  auto fks = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
+  auto fvs = m.of(r.floats(fp8 ? slots * nkv : 1, 0.001f, 0.02f));
+  const auto args = [&](auto& x, auto& kr, auto& vr, auto& ksr, auto& vsr, const device_batch& bb, int32_t* smap_p) {
+    return rope_kv_store_args{{x, ldqkv, bb.positions, nullptr, T, nq + nkv, hd, maxp},
+                              {x + nq * hd, ldqkv, smap_p, kr, fp8 ? ksr : nullptr, dt, T, nkv, hd},
+                              {x + nq * hd + nkv * hd, ldqkv, bb.slot_mapping, vr, fp8 ? vsr : nullptr, dt, T, nkv, hd}};
+  };
+  auto ha = args(qkv.h, fk.h, fv.h, fks.h, fvs.h, b.h, sm.h);
+  ha.rope.cos_sin = tab.h;
+  auto da = args(qkv.d, fk.d, fv.d, fks.d, fvs.d, b.d, sm.d);
+  da.rope.cos_sin = tab.d;
+  run([&] {
+        cpu::rope(ha.rope);
+        cpu::kv_store(ha.k);
+        cpu::kv_store(ha.v);
+      },
+      [&] { kt.rope_kv_store(cs, da); });
+  verdict vf;
+  vf.add(m, qkv);
+  vf.add(m, fk);
+  vf.add(m, fv);
+  if (fp8) {
+    vf.add(m, fks);
+    vf.add(m, fvs);
+  }
+  report(std::string("rope_kv_store ") + to_string(dt) + tag, vf);
+}
+
+void kernel_checks::check_paged_attention(kv_fixture& f) {
+  const elem_dtype dt = f.dt;
+  const bool fp8 = f.fp8;
+  const int32_t nq = f.nq, nkv = f.nkv, hd = f.hd;
+  batch_pair& b = f.b;
+  auto &k = f.k, &v = f.v;
+  auto &ks = f.ks, &vs = f.vs;
+  const int32_t T = f.T, ldqkv = f.ldqkv;
+  auto& src = f.src;
+  auto out = m.of(std::vector<float>(size_t(T) * nq * hd));
+  paged_attention_args h{b.h, src.h, ldqkv, k.h, v.h, fp8 ? ks.h : nullptr, fp8 ? vs.h : nullptr, dt, out.h, nq * hd,
+                         nq, nkv, hd, bs};
+  paged_attention_args d{b.d, src.d, ldqkv, k.d, v.d, fp8 ? ks.d : nullptr, fp8 ? vs.d : nullptr, dt, out.d, nq * hd,
+                         nq, nkv, hd, bs};
+  run([&] { cpu::paged_attention(h); }, [&] { kt.paged_attention(cs, d); });
+  verdict va;
+  va.add(m, out);
+  report(std::string("paged_attention ") + to_string(dt) + tag, va);
+}
+
+// (The queries' row stride ldq and the head_dim default to the shape's: nq·hd and hd.)
+kernel_checks::attention_case kernel_checks::make_case(const kv_fixture& f, const std::vector<req_spec>& reqs,
+                                                     int32_t chd, int32_t ldq) {
+  const elem_dtype dt = f.dt;
+  const bool fp8 = f.fp8;
+  const int32_t nq = f.nq, nkv = f.nkv, hd = f.hd;
+  chd = chd ? chd : hd;
+  ldq = ldq ? ldq : nq * chd;
+  attention_case c{make_batch(m, r, reqs, bs), {}, {}, {}, {}};
+  const size_t cslots = size_t(c.b.num_blocks) * bs, crow = size_t(nkv) * chd;
+  auto ck = m.of(random_kv_bytes(r, dt, cslots * crow));
+  auto cv = m.of(random_kv_bytes(r, dt, cslots * crow));
+  auto cks = m.of(r.floats(fp8 ? cslots * nkv : 1, 0.001f, 0.02f));
+  auto cvs = m.of(r.floats(fp8 ? cslots * nkv : 1, 0.001f, 0.02f));
+  const int32_t rows = c.b.h.num_tokens;
+  c.q = m.of(r.floats(size_t(rows) * ldq, -3, 3));
+  c.out = m.of(std::vector<float>(size_t(rows) * nq * chd));
+  c.h = {c.b.h, c.q.h, ldq, ck.h, cv.h, fp8 ? cks.h : nullptr, fp8 ? cvs.h : nullptr, dt, c.out.h, nq * chd,
+         nq, nkv, chd, bs};
+  c.d = {c.b.d, c.q.d, ldq, ck.d, cv.d, fp8 ? cks.d : nullptr, fp8 ? cvs.d : nullptr, dt, c.out.d, nq * chd,
+         nq, nkv, chd, bs};
+  return c;
+}
+
+// A case run with scratch for `chunks` chunks per row, twice (the second time into a cleared
+// output: the fold's counters must have been set back to zero), against the CPU's fold.
+void kernel_checks::check_split(const kv_fixture& f, attention_case& c, int64_t chunks, const std::string& name) {
+  const elem_dtype dt = f.dt;
+  const int32_t nq = f.nq;
+  const int32_t chd = c.h.head_dim;
+  const int64_t cap = int64_t(c.b.h.num_tokens) * nq * chunks * (chd + 2);
+  auto scratch = m.of(std::vector<float>(size_t(cap)));
+  auto counts = m.of(std::vector<uint32_t>(size_t(cap / (chd + 2))));
+  c.d.partials = scratch.d;
+  c.d.partials_floats = cap;
+  c.d.partial_counts = counts.d;
+  run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
+  verdict v;
+  v.add(m, c.out);
+  const std::vector<float> zeros(c.out.n, 0.0f);
+  gpu.copy_async(cs, c.out.d, zeros.data(), zeros.size() * sizeof(float));
+  kt.paged_attention(cs, c.d);
+  gpu.synchronize();
+  v.add(m, c.out);
+  report(name + to_string(dt) + tag, v);
+}
+
+void kernel_checks::check_paged_attention_split(kv_fixture& f) {
+  // Decode rows with chunk-parallel attention (scratch given): one chunk, exactly two, a
+  // partial last one, many; the fold must equal the CPU's in-place fold.
+  attention_case c = make_case(f, {{1, 0}, {1, 63}, {1, 127}, {1, 200}, {2, 330}});
+  check_split(f, c, 8, "paged_attention split ");
+}
+
+void kernel_checks::check_paged_attention_tiles(kv_fixture& f) {
+  const elem_dtype dt = f.dt;
+  // Prefill-sized rows in tiles of 32 of one request: a prompt over three tiles, a decode row, a
+  // chunk starting mid-chunk at 150, one ending a tile early at 31. Without scratch one block
+  // folds each tile (as for positions past the model's split scratch); with it, each (tile,
+  // head, chunk) writes its records and the tile's last chunk folds.
+  attention_case c = make_case(f, {{70, 0}, {1, 300}, {45, 150}, {33, 31}});
+  run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
+  verdict vt;
+  vt.add(m, c.out);
+  report(std::string("paged_attention tiles ") + to_string(dt) + tag, vt);
+}
+
+void kernel_checks::check_paged_attention_tiles_split(kv_fixture& f) {
+  attention_case c = make_case(f, {{70, 0}, {1, 300}, {45, 150}, {33, 31}});
+  check_split(f, c, 300 / attention_chunk + 1, "paged_attention tiles split ");
+}
+
+void kernel_checks::check_paged_attention_tiles_unaligned(kv_fixture& f) {
+  const elem_dtype dt = f.dt;
+  const int32_t nq = f.nq;
+  // The tiles' staging without 16-byte loads: queries at a stride of nq·hd + 1 floats, and a
+  // head_dim of 18 (K and V rows not a multiple of 4 elements, and a tail past the 8 lanes),
+  // by one block per tile and by one per chunk.
+  const int32_t hd2 = 18;
+  attention_case c = make_case(f, {{70, 0}, {45, 150}}, hd2, nq * hd2 + 1);
+  run([&] { cpu::paged_attention(c.h); }, [&] { kt.paged_attention(cs, c.d); });
+  verdict vu;
+  vu.add(m, c.out);
+  report(std::string("paged_attention tiles unaligned ") + to_string(dt) + tag, vu);
+  check_split(f, c, (150 + 45) / attention_chunk + 1, "paged_attention tiles unaligned split ");
+}
+
+void kernel_checks::check_sparse_attention(kv_fixture& f) {
+  const elem_dtype dt = f.dt;
+  const bool fp8 = f.fp8;
+  const int32_t nq = f.nq, nkv = f.nkv, hd = f.hd;
+  batch_pair& b = f.b;
+  const size_t slots = f.slots;
+  auto &k = f.k, &v = f.v;
+  auto &ks = f.ks, &vs = f.vs;
+  const int32_t T = f.T, ldqkv = f.ldqkv;
+  auto& src = f.src;
+  // Sparse: window 16, top 4 groups of 4; every other compressed row duplicated to force ties.
+  const int32_t idim = 8, group = 4;
+  auto raw = m.of(r.floats(slots * idim));
+  std::vector<float> comp = r.floats(slots / group * idim);
+  for (size_t g = 1; g < slots / group; g += 2)
+    std::memcpy(&comp[g * idim], &comp[(g - 1) * idim], idim * sizeof(float));
+  auto cmp = m.of(comp);
+  run([&] { cpu::index_compress({b.h, raw.h, cmp.h, idim, bs, group}); },
+      [&] { kt.index_compress(cs, {b.d, raw.d, cmp.d, idim, bs, group}); });
+  verdict vc;
+  vc.add(m, cmp);
+  report(std::string("index_compress") + (dt == elem_dtype::fp32 ? "" : " (again)") + tag, vc);
+  auto iq = m.of(r.floats(size_t(T) * idim));
+  auto out2 = m.of(std::vector<float>(size_t(T) * nq * hd));
+  paged_attention_args h{b.h, src.h, ldqkv, k.h, v.h, fp8 ? ks.h : nullptr, fp8 ? vs.h : nullptr, dt, out2.h, nq * hd,
+                         nq, nkv, hd, bs};
+  paged_attention_args d{b.d, src.d, ldqkv, k.d, v.d, fp8 ? ks.d : nullptr, fp8 ? vs.d : nullptr, dt, out2.d, nq * hd,
+                         nq, nkv, hd, bs};
+  run([&] { cpu::sparse_attention({h, iq.h, idim, cmp.h, idim, 16, 4, group}); },
+      [&] { kt.sparse_attention(cs, {d, iq.d, idim, cmp.d, idim, 16, 4, group}); });
+  verdict vsa;
+  vsa.add(m, out2);
+  report(std::string("sparse_attention ") + to_string(dt) + tag, vsa);
+}
+
+void kernel_checks::check_state_reset() {
+  batch_pair b = make_batch(m, r, {{5, 0, true}, {3, 7, false}, {1, 2, true}, {4, 9, false}}, bs);
+  const size_t slot_bytes = 512;
+  auto st = m.of(r.floats(b.num_slots * slot_bytes / 4));
+  run([&] { cpu::state_reset({b.h, reinterpret_cast<uint8_t*>(st.h), slot_bytes, b.num_slots}); },
+      [&] { kt.state_reset(cs, {b.d, reinterpret_cast<uint8_t*>(st.d), slot_bytes, b.num_slots}); });
+  verdict v;
+  v.add(m, st);
+  report("state_reset" + tag, v);
+}
+
+void kernel_checks::check_causal_conv() {
   for (bool silu : {false, true}) {
     batch_pair b = make_batch(m, r, {{7, 0}, {1, 40}, {12, 3}}, bs);
     const int32_t C = sh.dim + 3, W = 4, T = b.h.num_tokens, ldx = C + 2;
@@ -575,56 +767,61 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     v.add(m, st);
     report(std::string("causal_conv") + (silu ? " silu" : "") + tag, v);
   }
-  {
-    batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
-    const int32_t H = sh.heads, dk = sh.gdn_dk, dv = sh.gdn_dv, T = b.h.num_tokens;
-    const int32_t ldq = H * (2 * dk + dv) + 3, lda = H * (2 + dv) + 1;
-    const size_t state_floats = size_t(H) * dv * dk, slot_bytes = (state_floats * 4 + 128 + 255) / 256 * 256;
-    auto st = m.of(r.floats(b.num_slots * slot_bytes / 4, -0.5f, 0.5f));
-    auto qkv = m.of(r.floats(size_t(T) * ldq, -2, 2));
-    auto abg = m.of(r.floats(size_t(T) * lda, -4, 4));
-    auto bias = m.of(r.floats(H, 1, 3));
-    auto out = m.of(std::vector<float>(size_t(T) * H * dv));
-    gdn_args h{b.h, qkv.h, ldq, abg.h, lda, bias.h, out.h, H * dv, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 128,
-               b.num_slots, H, dk, dv};
-    gdn_args d{b.d, qkv.d, ldq, abg.d, lda, bias.d, out.d, H * dv, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 128,
-               b.num_slots, H, dk, dv};
-    run([&] { cpu::gdn(h); }, [&] { kt.gdn(cs, d); });
-    verdict v;
-    v.add(m, out);
-    v.add(m, st);
-    report("gdn" + tag, v);
-  }
-  // The Qwen3.5 ops: GDN with half as many key heads as value heads and Qwen's decay (ungated
-  // output), the gated per-head RMSNorm after it, per-head q/k norms, partial RoPE, the output gate.
-  {
-    batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
-    const int32_t H = sh.heads, Hk = sh.heads / 2, dk = sh.gdn_dk, dv = sh.gdn_dv, T = b.h.num_tokens;
-    const int32_t ldq = 2 * Hk * dk + H * dv + 3, lda = H * (2 + dv) + 1;
-    const size_t state_floats = size_t(H) * dv * dk, slot_bytes = (state_floats * 4 + 128 + 255) / 256 * 256;
-    auto st = m.of(r.floats(b.num_slots * slot_bytes / 4, -0.5f, 0.5f));
-    auto qkv = m.of(r.floats(size_t(T) * ldq, -2, 2));
-    auto abz = m.of(r.floats(size_t(T) * lda, -30, 30)); // a + dt_bias across softplus's thresholds
-    auto dt_bias = m.of(r.floats(H, -1, 1));
-    auto neg_exp_a = m.of(r.floats(H, -8, -0.01f));
-    auto out = m.of(std::vector<float>(size_t(T) * H * dv));
-    gdn_args h{b.h, qkv.h, ldq, abz.h, lda, dt_bias.h, out.h, H * dv, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 128,
-               b.num_slots, H, dk, dv, Hk, neg_exp_a.h};
-    gdn_args d{b.d, qkv.d, ldq, abz.d, lda, dt_bias.d, out.d, H * dv, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 128,
-               b.num_slots, H, dk, dv, Hk, neg_exp_a.d};
-    run([&] { cpu::gdn(h); }, [&] { kt.gdn(cs, d); });
-    verdict v;
-    v.add(m, out);
-    v.add(m, st);
-    report("gdn qwen (key heads " + std::to_string(Hk) + ")" + tag, v);
-    auto w = m.of(r.floats(dv, 0.5f, 1.5f));
-    rmsnorm_args hn{out.h, H * dv, w.h, out.h, H * dv, T, dv, 1e-6f, H, abz.h + 2 * H, lda};
-    rmsnorm_args dn{out.d, H * dv, w.d, out.d, H * dv, T, dv, 1e-6f, H, abz.d + 2 * H, lda};
-    run([&] { cpu::rmsnorm(hn); }, [&] { kt.rmsnorm(cs, dn); });
-    verdict vn;
-    vn.add(m, out);
-    report("rmsnorm gated, per head, in place" + tag, vn);
-  }
+}
+
+void kernel_checks::check_gdn() {
+  batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
+  const int32_t H = sh.heads, dk = sh.gdn_dk, dv = sh.gdn_dv, T = b.h.num_tokens;
+  const int32_t ldq = H * (2 * dk + dv) + 3, lda = H * (2 + dv) + 1;
+  const size_t state_floats = size_t(H) * dv * dk, slot_bytes = (state_floats * 4 + 128 + 255) / 256 * 256;
+  auto st = m.of(r.floats(b.num_slots * slot_bytes / 4, -0.5f, 0.5f));
+  auto qkv = m.of(r.floats(size_t(T) * ldq, -2, 2));
+  auto abg = m.of(r.floats(size_t(T) * lda, -4, 4));
+  auto bias = m.of(r.floats(H, 1, 3));
+  auto out = m.of(std::vector<float>(size_t(T) * H * dv));
+  gdn_args h{b.h, qkv.h, ldq, abg.h, lda, bias.h, out.h, H * dv, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 128,
+             b.num_slots, H, dk, dv};
+  gdn_args d{b.d, qkv.d, ldq, abg.d, lda, bias.d, out.d, H * dv, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 128,
+             b.num_slots, H, dk, dv};
+  run([&] { cpu::gdn(h); }, [&] { kt.gdn(cs, d); });
+  verdict v;
+  v.add(m, out);
+  v.add(m, st);
+  report("gdn" + tag, v);
+}
+
+// The Qwen3.5 ops: GDN with half as many key heads as value heads and Qwen's decay (ungated
+// output), the gated per-head RMSNorm after it, per-head q/k norms, partial RoPE, the output gate.
+void kernel_checks::check_gdn_qwen() {
+  batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
+  const int32_t H = sh.heads, Hk = sh.heads / 2, dk = sh.gdn_dk, dv = sh.gdn_dv, T = b.h.num_tokens;
+  const int32_t ldq = 2 * Hk * dk + H * dv + 3, lda = H * (2 + dv) + 1;
+  const size_t state_floats = size_t(H) * dv * dk, slot_bytes = (state_floats * 4 + 128 + 255) / 256 * 256;
+  auto st = m.of(r.floats(b.num_slots * slot_bytes / 4, -0.5f, 0.5f));
+  auto qkv = m.of(r.floats(size_t(T) * ldq, -2, 2));
+  auto abz = m.of(r.floats(size_t(T) * lda, -30, 30)); // a + dt_bias across softplus's thresholds
+  auto dt_bias = m.of(r.floats(H, -1, 1));
+  auto neg_exp_a = m.of(r.floats(H, -8, -0.01f));
+  auto out = m.of(std::vector<float>(size_t(T) * H * dv));
+  gdn_args h{b.h, qkv.h, ldq, abz.h, lda, dt_bias.h, out.h, H * dv, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 128,
+             b.num_slots, H, dk, dv, Hk, neg_exp_a.h};
+  gdn_args d{b.d, qkv.d, ldq, abz.d, lda, dt_bias.d, out.d, H * dv, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 128,
+             b.num_slots, H, dk, dv, Hk, neg_exp_a.d};
+  run([&] { cpu::gdn(h); }, [&] { kt.gdn(cs, d); });
+  verdict v;
+  v.add(m, out);
+  v.add(m, st);
+  report("gdn qwen (key heads " + std::to_string(Hk) + ")" + tag, v);
+  auto w = m.of(r.floats(dv, 0.5f, 1.5f));
+  rmsnorm_args hn{out.h, H * dv, w.h, out.h, H * dv, T, dv, 1e-6f, H, abz.h + 2 * H, lda};
+  rmsnorm_args dn{out.d, H * dv, w.d, out.d, H * dv, T, dv, 1e-6f, H, abz.d + 2 * H, lda};
+  run([&] { cpu::rmsnorm(hn); }, [&] { kt.rmsnorm(cs, dn); });
+  verdict vn;
+  vn.add(m, out);
+  report("rmsnorm gated, per head, in place" + tag, vn);
+}
+
+void kernel_checks::check_head_ops() {
   for (int32_t hd : {sh.head_dim, 256}) {
     const int32_t rows = 20, heads = sh.heads, ld = 2 * heads * hd + 8, rot = hd / 4, maxp = 256;
     auto x = m.of(r.floats(size_t(rows) * ld, -3, 3));
@@ -654,43 +851,49 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
     vg.add(m, x);
     report("output_gate, hd " + std::to_string(hd) + tag, vg);
   }
-  {
-    batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
-    const size_t slot_bytes = 256;
-    auto st = m.of(r.ints(b.num_slots * slot_bytes / 4, 0, 258));
-    auto buckets = m.of(std::vector<int32_t>(b.h.num_tokens));
-    const uint64_t hs = 0xfeedULL + seed;
-    run([&] { cpu::ple_ngram({b.h, buckets.h, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 16, b.num_slots, 3, 8192, hs}); },
-        [&] { kt.ple_ngram(cs, {b.d, buckets.d, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 16, b.num_slots, 3, 8192, hs}); });
-    verdict v;
-    v.add(m, buckets);
-    v.add(m, st);
-    report("ple_ngram" + tag, v);
-  }
-  {
-    const int32_t rows = 30, dim = sh.dim, count = 7;
-    auto x = m.of(r.floats(size_t(rows) * dim));
-    auto ids = m.of(r.ints(count, 0, rows - 1));
-    auto out = m.of(std::vector<float>(size_t(count) * dim));
-    run([&] { cpu::gather_rows({x.h, dim, ids.h, out.h, count, dim}); },
-        [&] { kt.gather_rows(cs, {x.d, dim, ids.d, out.d, count, dim}); });
-    verdict v;
-    v.add(m, out);
-    report("gather_rows" + tag, v);
-  }
-  {
-    // Greedy (with a tie) and seeded temperature draws.
-    batch_pair b = make_batch(m, r, {{3, 0, false, 0.0f}, {1, 20, false, 0.7f}, {2, 5, false, 1.3f}, {1, 9, false, 0.0f}}, bs);
-    const int32_t vocab = 258;
-    std::vector<float> logits = r.floats(size_t(b.h.num_samples) * vocab, -6, 6);
-    logits[17] = logits[200] = 50.0f; // tie: the lowest id wins
-    auto lg = m.of(logits);
-    auto tok = m.of(std::vector<int32_t>(b.h.num_samples));
-    run([&] { cpu::sample({b.h, lg.h, tok.h, vocab}); }, [&] { kt.sample(cs, {b.d, lg.d, tok.d, vocab}); });
-    verdict v;
-    v.add(m, tok);
-    report("sample" + tag, v);
-  }
+}
+
+void kernel_checks::check_ple_ngram() {
+  batch_pair b = make_batch(m, r, {{6, 0}, {1, 30}, {11, 4}}, bs);
+  const size_t slot_bytes = 256;
+  auto st = m.of(r.ints(b.num_slots * slot_bytes / 4, 0, 258));
+  auto buckets = m.of(std::vector<int32_t>(b.h.num_tokens));
+  const uint64_t hs = 0xfeedULL + seed;
+  run([&] { cpu::ple_ngram({b.h, buckets.h, reinterpret_cast<uint8_t*>(st.h), slot_bytes, 16, b.num_slots, 3, 8192, hs}); },
+      [&] { kt.ple_ngram(cs, {b.d, buckets.d, reinterpret_cast<uint8_t*>(st.d), slot_bytes, 16, b.num_slots, 3, 8192, hs}); });
+  verdict v;
+  v.add(m, buckets);
+  v.add(m, st);
+  report("ple_ngram" + tag, v);
+}
+
+void kernel_checks::check_gather_rows() {
+  const int32_t rows = 30, dim = sh.dim, count = 7;
+  auto x = m.of(r.floats(size_t(rows) * dim));
+  auto ids = m.of(r.ints(count, 0, rows - 1));
+  auto out = m.of(std::vector<float>(size_t(count) * dim));
+  run([&] { cpu::gather_rows({x.h, dim, ids.h, out.h, count, dim}); },
+      [&] { kt.gather_rows(cs, {x.d, dim, ids.d, out.d, count, dim}); });
+  verdict v;
+  v.add(m, out);
+  report("gather_rows" + tag, v);
+}
+
+void kernel_checks::check_sample() {
+  // Greedy (with a tie) and seeded temperature draws.
+  batch_pair b = make_batch(m, r, {{3, 0, false, 0.0f}, {1, 20, false, 0.7f}, {2, 5, false, 1.3f}, {1, 9, false, 0.0f}}, bs);
+  const int32_t vocab = 258;
+  std::vector<float> logits = r.floats(size_t(b.h.num_samples) * vocab, -6, 6);
+  logits[17] = logits[200] = 50.0f; // tie: the lowest id wins
+  auto lg = m.of(logits);
+  auto tok = m.of(std::vector<int32_t>(b.h.num_samples));
+  run([&] { cpu::sample({b.h, lg.h, tok.h, vocab}); }, [&] { kt.sample(cs, {b.d, lg.d, tok.d, vocab}); });
+  verdict v;
+  v.add(m, tok);
+  report("sample" + tag, v);
+}
+
+void kernel_checks::check_unit_copy() {
   // Page-unit gather into mapped pinned memory, then scatter back into a fresh arena, in both host
   // layouts (unit-major; segment-major = the KV chunk object), with and without skipped (negative)
   // ids: field blocks aligned and not, smaller than one 16 KiB chunk and spanning several.
@@ -757,99 +960,100 @@ void check_kernels(device& gpu, kernel_table& kt, const shape& sh, uint64_t seed
         report("unit_copy scatter" + layout + tag, sv);
         gpu.free_host_pinned(pinned);
       }
-  {
-    // unit_copy_batch (one launch for a step's loads or saves): three copies of one arena, each
-    // with its own ids, host bytes, layout and checksum (one skipped id, one copy unsummed),
-    // gathered in one batch and scattered back into a fresh arena in another, against
-    // cpu::unit_copy of each copy.
-    const std::vector<uint64_t> bb = {24, 40, 4096, 20000, 16, 65536};
-    const int32_t blocks = 12;
-    auto arena = random_arena(m, r, bb, blocks);
-    auto& dst = arena.dst;
-    auto &rsrc = arena.rsrc, &rdst = arena.rdst;
-    auto &src_h = arena.src_h, &dst_h = arena.dst_h;
-    const uint64_t unit_bytes = arena.unit_bytes;
-    auto bbd = m.of(bb);
-    struct copy_spec {
-      std::vector<int32_t> ids;
-      bool segment_major, summed;
-    };
-    const std::vector<copy_spec> specs = {{{7, 0, 11}, false, true}, {{3, -1, 9, 1}, true, true}, {{5, -2, 2}, true, false}};
-    std::vector<int32_t> all_ids;
-    std::vector<size_t> first_id, host_at;
-    size_t host_bytes = 0;
-    for (const auto& c : specs) {
-      first_id.push_back(all_ids.size()), host_at.push_back(host_bytes);
-      all_ids.insert(all_ids.end(), c.ids.begin(), c.ids.end());
-      host_bytes += unit_bytes * c.ids.size();
-    }
-    auto ids = m.of(all_ids);
-    auto sums_g = m.of(std::vector<uint64_t>(specs.size(), 0)), sums_s = m.of(std::vector<uint64_t>(specs.size(), 0));
-    std::vector<uint8_t> host_cpu(host_bytes, 0x5a);
-    auto* pinned = static_cast<uint8_t*>(gpu.alloc_host_pinned(host_bytes));
-    std::memset(pinned, 0x5a, host_bytes);
-    const auto batch = [&](bool device, unit_copy_direction dir, const mirror::pair<uint64_t>& sums, bool staged) {
-      std::vector<unit_copy_args> out;
-      for (size_t k = 0; k < specs.size(); ++k) {
-        unit_copy_args a;
-        const bool gather = dir == unit_copy_direction::gather;
-        a.regions = device ? (gather ? rsrc.d : rdst.d) : (gather ? src_h.data() : dst_h.data());
-        a.block_bytes = device ? bbd.d : bb.data();
-        a.unit_ids = (device ? ids.d : ids.h) + first_id[k];
-        a.host = (device ? pinned : host_cpu.data()) + host_at[k];
-        a.num_fields = static_cast<int32_t>(bb.size()), a.num_units = static_cast<int32_t>(specs[k].ids.size());
-        a.max_block_bytes = 65536, a.unit_bytes = staged ? unit_bytes : 0, a.direction = dir;
-        a.segment_major = specs[k].segment_major;
-        a.checksum = specs[k].summed ? (device ? sums.d : sums.h) + k : nullptr;
-        a.beside_forward = gather; // a save beside a forward: staged, or paced (few CTAs, each looping)
-        out.push_back(a);
-      }
-      return out;
-    };
-    const auto gather = unit_copy_direction::gather, scatter = unit_copy_direction::scatter;
-    // Zeroes a mirrored buffer on both sides (the upload on `s`; the caller synchronizes).
-    const auto zero = [&](auto& pair, stream_kind s) {
-      std::fill(pair.h, pair.h + pair.n, 0);
-      gpu.copy_async(s, pair.d, pair.h, pair.n * sizeof(*pair.h));
-    };
-    // The gather beside a forward staged in device memory (unit_bytes set), and paced without
-    // staging (unit_bytes unknown), each from fresh host bytes and sums (kernels/hip/unit_copy.hip).
-    for (bool staged : {true, false}) {
-      std::memset(pinned, 0x5a, host_bytes);
-      std::fill(host_cpu.begin(), host_cpu.end(), uint8_t{0x5a});
-      zero(sums_g, stream_kind::save);
-      gpu.synchronize();
-      const std::vector<unit_copy_args> gather_cpu = batch(false, gather, sums_g, staged),
-                                        gather_gpu = batch(true, gather, sums_g, staged);
-      run([&] { for (const auto& a : gather_cpu) cpu::unit_copy(a); },
-          [&] { kt.unit_copy_batch(stream_kind::save, gather_gpu.data(), gather_gpu.size()); });
-      verdict g;
-      size_t diff = 0;
-      for (size_t i = 0; i < host_bytes; ++i) diff += pinned[i] != host_cpu[i];
-      g.bitwise = diff == 0, g.err = double(diff) / double(host_bytes);
-      g.add(m, sums_g);
-      report(std::string("unit_copy_batch gather, ") + (staged ? "staged" : "paced") + " (3 copies, mixed layouts)" + tag,
-             g);
-    }
-    // The scatter staged in device memory by the copy engine (unit_bytes set), and with the kernel
-    // reading the mapped host buffer (unit_bytes unknown), each into a zeroed arena with zeroed sums.
-    for (bool staged : {true, false}) {
-      for (auto& p : dst) zero(p, stream_kind::load);
-      zero(sums_s, stream_kind::load);
-      gpu.synchronize();
-      const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s, staged),
-                                        scatter_gpu = batch(true, scatter, sums_s, staged);
-      run([&] { for (const auto& a : scatter_cpu) cpu::unit_copy(a); },
-          [&] { kt.unit_copy_batch(stream_kind::load, scatter_gpu.data(), scatter_gpu.size()); });
-      verdict sv;
-      for (auto& p : dst) sv.add(m, p);
-      sv.add(m, sums_s);
-      report(std::string("unit_copy_batch scatter, ") + (staged ? "staged" : "direct") + " (3 copies, mixed layouts)" +
-                 tag,
-             sv);
-    }
-    gpu.free_host_pinned(pinned);
+}
+
+void kernel_checks::check_unit_copy_batch() {
+  // unit_copy_batch (one launch for a step's loads or saves): three copies of one arena, each
+  // with its own ids, host bytes, layout and checksum (one skipped id, one copy unsummed),
+  // gathered in one batch and scattered back into a fresh arena in another, against
+  // cpu::unit_copy of each copy.
+  const std::vector<uint64_t> bb = {24, 40, 4096, 20000, 16, 65536};
+  const int32_t blocks = 12;
+  auto arena = random_arena(m, r, bb, blocks);
+  auto& dst = arena.dst;
+  auto &rsrc = arena.rsrc, &rdst = arena.rdst;
+  auto &src_h = arena.src_h, &dst_h = arena.dst_h;
+  const uint64_t unit_bytes = arena.unit_bytes;
+  auto bbd = m.of(bb);
+  struct copy_spec {
+    std::vector<int32_t> ids;
+    bool segment_major, summed;
+  };
+  const std::vector<copy_spec> specs = {{{7, 0, 11}, false, true}, {{3, -1, 9, 1}, true, true}, {{5, -2, 2}, true, false}};
+  std::vector<int32_t> all_ids;
+  std::vector<size_t> first_id, host_at;
+  size_t host_bytes = 0;
+  for (const auto& c : specs) {
+    first_id.push_back(all_ids.size()), host_at.push_back(host_bytes);
+    all_ids.insert(all_ids.end(), c.ids.begin(), c.ids.end());
+    host_bytes += unit_bytes * c.ids.size();
   }
+  auto ids = m.of(all_ids);
+  auto sums_g = m.of(std::vector<uint64_t>(specs.size(), 0)), sums_s = m.of(std::vector<uint64_t>(specs.size(), 0));
+  std::vector<uint8_t> host_cpu(host_bytes, 0x5a);
+  auto* pinned = static_cast<uint8_t*>(gpu.alloc_host_pinned(host_bytes));
+  std::memset(pinned, 0x5a, host_bytes);
+  const auto batch = [&](bool device, unit_copy_direction dir, const mirror::pair<uint64_t>& sums, bool staged) {
+    std::vector<unit_copy_args> out;
+    for (size_t k = 0; k < specs.size(); ++k) {
+      unit_copy_args a;
+      const bool gather = dir == unit_copy_direction::gather;
+      a.regions = device ? (gather ? rsrc.d : rdst.d) : (gather ? src_h.data() : dst_h.data());
+      a.block_bytes = device ? bbd.d : bb.data();
+      a.unit_ids = (device ? ids.d : ids.h) + first_id[k];
+      a.host = (device ? pinned : host_cpu.data()) + host_at[k];
+      a.num_fields = static_cast<int32_t>(bb.size()), a.num_units = static_cast<int32_t>(specs[k].ids.size());
+      a.max_block_bytes = 65536, a.unit_bytes = staged ? unit_bytes : 0, a.direction = dir;
+      a.segment_major = specs[k].segment_major;
+      a.checksum = specs[k].summed ? (device ? sums.d : sums.h) + k : nullptr;
+      a.beside_forward = gather; // a save beside a forward: staged, or paced (few CTAs, each looping)
+      out.push_back(a);
+    }
+    return out;
+  };
+  const auto gather = unit_copy_direction::gather, scatter = unit_copy_direction::scatter;
+  // Zeroes a mirrored buffer on both sides (the upload on `s`; the caller synchronizes).
+  const auto zero = [&](auto& pair, stream_kind s) {
+    std::fill(pair.h, pair.h + pair.n, 0);
+    gpu.copy_async(s, pair.d, pair.h, pair.n * sizeof(*pair.h));
+  };
+  // The gather beside a forward staged in device memory (unit_bytes set), and paced without
+  // staging (unit_bytes unknown), each from fresh host bytes and sums (kernels/hip/unit_copy.hip).
+  for (bool staged : {true, false}) {
+    std::memset(pinned, 0x5a, host_bytes);
+    std::fill(host_cpu.begin(), host_cpu.end(), uint8_t{0x5a});
+    zero(sums_g, stream_kind::save);
+    gpu.synchronize();
+    const std::vector<unit_copy_args> gather_cpu = batch(false, gather, sums_g, staged),
+                                      gather_gpu = batch(true, gather, sums_g, staged);
+    run([&] { for (const auto& a : gather_cpu) cpu::unit_copy(a); },
+        [&] { kt.unit_copy_batch(stream_kind::save, gather_gpu.data(), gather_gpu.size()); });
+    verdict g;
+    size_t diff = 0;
+    for (size_t i = 0; i < host_bytes; ++i) diff += pinned[i] != host_cpu[i];
+    g.bitwise = diff == 0, g.err = double(diff) / double(host_bytes);
+    g.add(m, sums_g);
+    report(std::string("unit_copy_batch gather, ") + (staged ? "staged" : "paced") + " (3 copies, mixed layouts)" + tag,
+           g);
+  }
+  // The scatter staged in device memory by the copy engine (unit_bytes set), and with the kernel
+  // reading the mapped host buffer (unit_bytes unknown), each into a zeroed arena with zeroed sums.
+  for (bool staged : {true, false}) {
+    for (auto& p : dst) zero(p, stream_kind::load);
+    zero(sums_s, stream_kind::load);
+    gpu.synchronize();
+    const std::vector<unit_copy_args> scatter_cpu = batch(false, scatter, sums_s, staged),
+                                      scatter_gpu = batch(true, scatter, sums_s, staged);
+    run([&] { for (const auto& a : scatter_cpu) cpu::unit_copy(a); },
+        [&] { kt.unit_copy_batch(stream_kind::load, scatter_gpu.data(), scatter_gpu.size()); });
+    verdict sv;
+    for (auto& p : dst) sv.add(m, p);
+    sv.add(m, sums_s);
+    report(std::string("unit_copy_batch scatter, ") + (staged ? "staged" : "direct") + " (3 copies, mixed layouts)" +
+               tag,
+           sv);
+  }
+  gpu.free_host_pinned(pinned);
 }
 
 // The matrix-unit matmuls (device.matmul = "tf32", model.weight_dtype = "bf16"): the error
