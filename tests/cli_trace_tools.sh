@@ -41,6 +41,11 @@ for kind in step_plan pool_step_done forward load done; do
   check "show has $kind lines" grep -qE "^ +[0-9]+ +\+[0-9.]+ +step [0-9]+\.[0-9]+ +[a-z_]+ +(in|out|local) +[-a-z_]+ +$kind " "$tmp/show"
 done
 check "show keeps every line short" test "$(awk '{ if (length > 300) n++ } END { print n + 0 }' "$tmp/show")" -eq 0
+# Each payload kind's summary (tools/trace/trace_show.cpp:payload_summaries) of the golden trace,
+# line for line (tests/data/golden.show: `ordo trace show tests/data/golden.trace`, run from the
+# repository root; remade with the golden trace).
+check "show prints the golden trace as tests/data/golden.show says" \
+  diff -u tests/data/golden.show <(timeout 60 "$ordo" trace show tests/data/golden.trace 2>&1)
 
 timeout 60 "$ordo" trace show "$tmp/a.trace" --actor block_pool >"$tmp/pool"
 check "--actor block_pool prints block_pool lines" test "$(tail -n +2 "$tmp/pool" | wc -l)" -gt 10

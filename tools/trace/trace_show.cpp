@@ -2,6 +2,7 @@
 // readable line per record: `seq  +ms  step e.s  actor  dir  peer  kind  summary`. The summary
 // (trace_record_summary, also used by `ordo trace timeline`) shows the fields that matter,
 // compactly: lists are shortened (`units 3,4,5 (+12)`), object keys are hex hashes.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -150,238 +151,238 @@ std::string device_op(wire::DeviceOp::Reader d) {
   return l.s;
 }
 
+using payload = wire::TraceRecord::Payload;
+
+// What the summary shows of each payload kind, one entry per kind (`summary` looks the record's
+// kind up; a kind missing here is one of a newer schema).
+struct payload_summary {
+  payload::Which kind;
+  void (*write)(payload::Reader p, line& l);
+};
+
+const payload_summary payload_summaries[] = {
+    {payload::NONE, [](payload::Reader, line&) {}},
+    {payload::HEADER, [](payload::Reader p, line& l) { l.kv("node", p.getHeader().getNode().cStr()); }},
+    {payload::DEVICE_OP, [](payload::Reader p, line& l) { l.s = device_op(p.getDeviceOp()); }},
+    {payload::STORE_VERDICT, [](payload::Reader p, line& l) {
+      l.add(key(p.getStoreVerdict().getKey())).add(p.getStoreVerdict().getStatus().cStr());
+    }},
+    {payload::ERROR, [](payload::Reader p, line& l) { l.add(p.getError().cStr()); }},
+    {payload::COMPLETION_REQUEST, [](payload::Reader p, line& l) {
+      auto m = p.getCompletionRequest();
+      l.kv("req", m.getRequestId()).kv("prompt", m.getPrompt().size()).kv("max", m.getMaxTokens());
+      if (m.getTemperature() != 0)
+        l.kv("temp", m.getTemperature()).kv("seed", m.getSeed());
+      if (m.getStream())
+        l.add("stream");
+      if (m.getCacheSalt().size())
+        l.add("salted");
+      if (m.getMedia().size())
+        l.kv("media", m.getMedia().size());
+      if (m.getStop().size())
+        l.kv("stops", m.getStop().size());
+    }},
+    {payload::COMPLETION_CHUNK, [](payload::Reader p, line& l) {
+      auto m = p.getCompletionChunk();
+      l.kv("req", m.getRequestId()).kv("#", m.getIndex()).kv("token", m.getTokenId());
+    }},
+    {payload::COMPLETION_RESULT, [](payload::Reader p, line& l) {
+      auto m = p.getCompletionResult();
+      l.kv("req", m.getRequestId()).kv("tokens", m.getTokenIds().size()).kv("finish", m.getFinishReason().cStr());
+      l.kv("prompt", m.getPromptTokens()).kv("cached", m.getCachedTokens());
+      l.add("(hbm " + std::to_string(m.getFromHbm()) + " cpu " + std::to_string(m.getFromCpu()) + " store " +
+            std::to_string(m.getFromStore()) + ")");
+      l.kv("resume", m.getResumeAt());
+      if (m.getNumPreemptions())
+        l.kv("preempted", m.getNumPreemptions());
+      l.kv("digest", hex(m.getLogitsDigest()));
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.1fms", m.getDurationMs());
+      l.add(ms);
+    }},
+    {payload::COMPLETION_FAILED, [](payload::Reader p, line& l) {
+      auto m = p.getCompletionFailed();
+      l.kv("req", m.getRequestId()).add(std::string(m.getType().cStr()) + ": " + m.getMessage().cStr());
+    }},
+    {payload::CANCEL_REQUEST, [](payload::Reader p, line& l) { l.kv("req", p.getCancelRequest().getRequestId()); }},
+    {payload::EVICT_REQUEST, [](payload::Reader p, line& l) {
+      l.kv("tier", p.getEvictRequest().getTier().cStr());
+      if (p.getEvictRequest().getRequestId())
+        l.kv("req", p.getEvictRequest().getRequestId());
+    }},
+    {payload::EVICT_RESULT, [](payload::Reader p, line& l) {
+      l.kv("tier", p.getEvictResult().getTier().cStr()).kv("blocks", p.getEvictResult().getNumBlocks());
+    }},
+    {payload::STEP_PLAN, [](payload::Reader p, line& l) {
+      auto m = p.getStepPlan();
+      l.items("reqs", m.getRequests(), [](wire::ScheduledRequest::Reader q) {
+        return std::to_string(q.getRequestId()) + " +" + std::to_string(q.getTokenIds().size()) + "@" +
+               std::to_string(q.getFirstPosition()) + (q.getSample() ? " sample" : "") +
+               (q.getResetState() ? " reset" : "");
+      }, 3);
+      if (m.getClears().size())
+        l.kv("clears", list(m.getClears()));
+      l.items("restores", m.getRestores(), image, 1);
+      l.items("ckpts", m.getCheckpointCopies(), image, 1);
+      l.items("loads", m.getLoads(), transfer, 1);
+      l.items("saves", m.getSaves(), transfer, 1);
+    }},
+    {payload::STEP_DONE, [](payload::Reader p, line& l) {
+      auto m = p.getStepDone();
+      l.items("samples", m.getSamples(), [](wire::SampledToken::Reader s) {
+        return std::to_string(s.getRequestId()) + "@" + std::to_string(s.getPosition()) + "=" +
+               std::to_string(s.getTokenId());
+      }, 3);
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "device %.2fms", m.getDeviceMs());
+      l.add(ms);
+    }},
+    {payload::POOL_STEP, [](payload::Reader p, line& l) {
+      auto m = p.getPoolStep();
+      if (m.getReleases().size())
+        l.kv("releases", list(m.getReleases()));
+      l.items("commits", m.getCommits(), [](wire::BlockCommit::Reader c) {
+        return std::to_string(c.getRequestId()) + "#" + std::to_string(c.getBlockIndex());
+      }, 3);
+      l.items("grows", m.getGrows(), [](wire::BlockGrow::Reader g) {
+        return "req " + std::to_string(g.getRequestId()) + " blocks " + std::to_string(g.getTotalBlocks()) +
+               " hashes " + std::to_string(g.getHashes().size()) + (g.getNeedsState() ? " state" : "");
+      });
+      l.items("ready", m.getImagesReady(), [](uint64_t h) { return "img:" + hex(h); }, 1);
+      l.items("unpins", m.getUnpins(), [](wire::ImageUnpin::Reader u) { return std::to_string(u.getRequestId()) + " img:" + hex(u.getHash()); }, 1);
+      l.items("aborts", m.getImageAborts(), [](wire::ImageUnpin::Reader u) { return std::to_string(u.getRequestId()) + " img:" + hex(u.getHash()); }, 1);
+      if (m.getEvictHbm())
+        l.add("evict-hbm");
+      if (l.s.empty())
+        l.add("(empty)");
+    }},
+    {payload::POOL_STEP_DONE, [](payload::Reader p, line& l) {
+      auto m = p.getPoolStepDone();
+      l.items("results", m.getResults(), [](wire::GrowResult::Reader g) {
+        std::string s = "req " + std::to_string(g.getRequestId()) + (g.getOk() ? " ok" : " NO");
+        if (g.getOk()) {
+          s += " hit " + std::to_string(g.getNumHitBlocks()) + " table " + list(g.getBlockTable());
+          if (g.getRestoreHash())
+            s += " restore img:" + hex(g.getRestoreHash());
+          if (g.getLoadUnits().size())
+            s += " load " + list(g.getLoadUnits());
+        }
+        return s;
+      });
+      l.kv("free", m.getNumFree()).kv("cached", m.getNumCached()).kv("avail", m.getNumAvailable());
+      if (m.getNumEvicted())
+        l.kv("evicted", m.getNumEvicted());
+      if (m.getClears().size())
+        l.kv("clears", list(m.getClears()));
+    }},
+    {payload::CONNECTOR_LOOKUP, [](payload::Reader p, line& l) {
+      auto m = p.getConnectorLookup();
+      l.kv("req", m.getRequestId()).kv("hashes", m.getHashes().size()).kv("prompt", m.getNumPromptTokens());
+    }},
+    {payload::CONNECTOR_LOOKUP_DONE, [](payload::Reader p, line& l) {
+      auto m = p.getConnectorLookupDone();
+      l.kv("req", m.getRequestId()).kv("cpu", m.getCpuTokens()).kv("store", m.getStoreTokens());
+      if (m.getConnector().size())
+        l.kv("via", m.getConnector().cStr());
+      if (m.getCpuChunks().size())
+        l.kv("chunks", m.getCpuChunks().size());
+      if (m.getCpuStatePositions().size())
+        l.kv("states", list(m.getCpuStatePositions()));
+    }},
+    {payload::CONNECTOR_STEP, [](payload::Reader p, line& l) {
+      auto m = p.getConnectorStep();
+      auto order = [](wire::TransferOrder::Reader o) { return "req " + std::to_string(o.getRequestId()) + " " + object_ref(o.getObject()); };
+      l.items("finished", m.getFinished(), [](wire::TransferResult::Reader t) {
+        return "req " + std::to_string(t.getRequestId()) + " " + key(t.getKey()) + (t.getIsSave() ? " save" : " load") +
+               (t.getOk() ? " ok" : " FAIL");
+      }, 1);
+      l.items("loads", m.getLoads(), order, 1);
+      l.items("saves", m.getSaves(), order, 1);
+      l.items("leases", m.getLeases(), [](wire::LeaseOrder::Reader o) { return "req " + std::to_string(o.getRequestId()); }, 2);
+      if (m.getEvictAll())
+        l.add("evict-all");
+      if (l.s.empty())
+        l.add("(empty)");
+    }},
+    {payload::CONNECTOR_STEP_DONE, [](payload::Reader p, line& l) {
+      auto m = p.getConnectorStepDone();
+      auto g = [](wire::TransferGrant::Reader t) {
+        return grant(t.getRequestId(), t.getKey(), t.getOk(), t.getStatus(), t.getDataOffset(), t.getDataBytes());
+      };
+      l.items("loads", m.getLoads(), g, 1);
+      l.items("saves", m.getSaves(), g, 1);
+      l.items("leases", m.getLeases(), [](wire::LeaseGrant::Reader o) {
+        return "req " + std::to_string(o.getRequestId()) + " " + std::to_string(o.getNumObjects()) + " objects";
+      }, 2);
+      l.add(stats(m.getStats()));
+      if (m.getNumEvicted())
+        l.kv("evicted", m.getNumEvicted());
+    }},
+    {payload::STORE_CONTAINS, [](payload::Reader p, line& l) {
+      l.items("keys", p.getStoreContains().getKeys(), key, 2);
+    }},
+    {payload::STORE_CONTAINS_DONE, [](payload::Reader p, line& l) {
+      l.kv("leading", p.getStoreContainsDone().getNumLeadingCommitted())
+          .kv("present", list(p.getStoreContainsDone().getPresent(), 8));
+    }},
+    {payload::STORE_STEP, [](payload::Reader p, line& l) {
+      auto m = p.getStoreStep();
+      l.items("commits", m.getCommits(), key, 1);
+      l.items("aborts", m.getAborts(), key, 1);
+      l.items("unpins", m.getUnpins(), key, 1);
+      l.items("pins", m.getPins(), object_ref, 1);
+      l.items("reserves", m.getReserves(), object_ref, 1);
+      l.items("leases", m.getLeases(), [](wire::StoreLease::Reader o) {
+        return std::string(o.getTransferId().cStr()) + " " + std::to_string(o.getKeys().size()) + " keys " +
+               std::to_string(o.getLeaseMs()) + " ms";
+      }, 2);
+      l.items("releases", m.getReleases(), [](capnp::Text::Reader t) { return std::string(t.cStr()); }, 2);
+      if (m.getEvictAll())
+        l.add("evict-all");
+      if (l.s.empty())
+        l.add("(empty)");
+    }},
+    {payload::STORE_STEP_DONE, [](payload::Reader p, line& l) {
+      auto m = p.getStoreStepDone();
+      auto g = [](wire::StoreGrant::Reader t) {
+        return grant(0, t.getKey(), t.getOk(), t.getStatus(), t.getDataOffset(), t.getDataBytes());
+      };
+      l.items("pins", m.getPins(), g, 1);
+      l.items("reserves", m.getReserves(), g, 1);
+      l.items("leased", m.getLeased(), [](int32_t n) { return std::to_string(n); }, 4);
+      l.add(stats(m.getStats()));
+      if (m.getNumEvicted())
+        l.kv("evicted", m.getNumEvicted());
+    }},
+    {payload::STORE_HELLO, [](payload::Reader p, line& l) {
+      auto m = p.getStoreHello();
+      l.kv("engine", m.getEngineId().cStr()).kv("ns", hex(m.getNamespaceId())).kv("wire", hex(m.getWireDigest()));
+    }},
+    {payload::STORE_WELCOME, [](payload::Reader p, line& l) {
+      auto m = p.getStoreWelcome();
+      if (m.getOk())
+        l.add("ok").kv("store", m.getStoreId().cStr()).kv("arena", m.getArenaBytes()).kv("granularity",
+                                                                                        m.getGranularity().cStr());
+      else
+        l.add("REFUSED").add(m.getWhy().cStr());
+    }},
+    {payload::STORE_CORRUPT, [](payload::Reader p, line& l) {
+      l.kv("kind", object_kind_name(p.getStoreCorrupt().getKind()));
+    }},
+};
+
 } // namespace
 
 // A compact one-line summary of a record's payload (no newlines).
 std::string summary(wire::TraceRecord::Reader r) {
-  using P = wire::TraceRecord::Payload;
   auto p = r.getPayload();
   line l;
-  switch (p.which()) {
-  case P::NONE: break;
-  case P::HEADER: l.kv("node", p.getHeader().getNode().cStr()); break;
-  case P::DEVICE_OP: return device_op(p.getDeviceOp());
-  case P::STORE_VERDICT:
-    l.add(key(p.getStoreVerdict().getKey())).add(p.getStoreVerdict().getStatus().cStr());
-    break;
-  case P::ERROR: l.add(p.getError().cStr()); break;
-  case P::COMPLETION_REQUEST: {
-    auto m = p.getCompletionRequest();
-    l.kv("req", m.getRequestId()).kv("prompt", m.getPrompt().size()).kv("max", m.getMaxTokens());
-    if (m.getTemperature() != 0)
-      l.kv("temp", m.getTemperature()).kv("seed", m.getSeed());
-    if (m.getStream())
-      l.add("stream");
-    if (m.getCacheSalt().size())
-      l.add("salted");
-    if (m.getMedia().size())
-      l.kv("media", m.getMedia().size());
-    if (m.getStop().size())
-      l.kv("stops", m.getStop().size());
-    break;
-  }
-  case P::COMPLETION_CHUNK: {
-    auto m = p.getCompletionChunk();
-    l.kv("req", m.getRequestId()).kv("#", m.getIndex()).kv("token", m.getTokenId());
-    break;
-  }
-  case P::COMPLETION_RESULT: {
-    auto m = p.getCompletionResult();
-    l.kv("req", m.getRequestId()).kv("tokens", m.getTokenIds().size()).kv("finish", m.getFinishReason().cStr());
-    l.kv("prompt", m.getPromptTokens()).kv("cached", m.getCachedTokens());
-    l.add("(hbm " + std::to_string(m.getFromHbm()) + " cpu " + std::to_string(m.getFromCpu()) + " store " +
-          std::to_string(m.getFromStore()) + ")");
-    l.kv("resume", m.getResumeAt());
-    if (m.getNumPreemptions())
-      l.kv("preempted", m.getNumPreemptions());
-    l.kv("digest", hex(m.getLogitsDigest()));
-    char ms[32];
-    std::snprintf(ms, sizeof ms, "%.1fms", m.getDurationMs());
-    l.add(ms);
-    break;
-  }
-  case P::COMPLETION_FAILED: {
-    auto m = p.getCompletionFailed();
-    l.kv("req", m.getRequestId()).add(std::string(m.getType().cStr()) + ": " + m.getMessage().cStr());
-    break;
-  }
-  case P::CANCEL_REQUEST: l.kv("req", p.getCancelRequest().getRequestId()); break;
-  case P::EVICT_REQUEST:
-    l.kv("tier", p.getEvictRequest().getTier().cStr());
-    if (p.getEvictRequest().getRequestId())
-      l.kv("req", p.getEvictRequest().getRequestId());
-    break;
-  case P::EVICT_RESULT:
-    l.kv("tier", p.getEvictResult().getTier().cStr()).kv("blocks", p.getEvictResult().getNumBlocks());
-    break;
-  case P::STEP_PLAN: {
-    auto m = p.getStepPlan();
-    l.items("reqs", m.getRequests(), [](wire::ScheduledRequest::Reader q) {
-      return std::to_string(q.getRequestId()) + " +" + std::to_string(q.getTokenIds().size()) + "@" +
-             std::to_string(q.getFirstPosition()) + (q.getSample() ? " sample" : "") +
-             (q.getResetState() ? " reset" : "");
-    }, 3);
-    if (m.getClears().size())
-      l.kv("clears", list(m.getClears()));
-    l.items("restores", m.getRestores(), image, 1);
-    l.items("ckpts", m.getCheckpointCopies(), image, 1);
-    l.items("loads", m.getLoads(), transfer, 1);
-    l.items("saves", m.getSaves(), transfer, 1);
-    break;
-  }
-  case P::STEP_DONE: {
-    auto m = p.getStepDone();
-    l.items("samples", m.getSamples(), [](wire::SampledToken::Reader s) {
-      return std::to_string(s.getRequestId()) + "@" + std::to_string(s.getPosition()) + "=" +
-             std::to_string(s.getTokenId());
-    }, 3);
-    char ms[32];
-    std::snprintf(ms, sizeof ms, "device %.2fms", m.getDeviceMs());
-    l.add(ms);
-    break;
-  }
-  case P::POOL_STEP: {
-    auto m = p.getPoolStep();
-    if (m.getReleases().size())
-      l.kv("releases", list(m.getReleases()));
-    l.items("commits", m.getCommits(), [](wire::BlockCommit::Reader c) {
-      return std::to_string(c.getRequestId()) + "#" + std::to_string(c.getBlockIndex());
-    }, 3);
-    l.items("grows", m.getGrows(), [](wire::BlockGrow::Reader g) {
-      return "req " + std::to_string(g.getRequestId()) + " blocks " + std::to_string(g.getTotalBlocks()) +
-             " hashes " + std::to_string(g.getHashes().size()) + (g.getNeedsState() ? " state" : "");
-    });
-    l.items("ready", m.getImagesReady(), [](uint64_t h) { return "img:" + hex(h); }, 1);
-    l.items("unpins", m.getUnpins(), [](wire::ImageUnpin::Reader u) { return std::to_string(u.getRequestId()) + " img:" + hex(u.getHash()); }, 1);
-    l.items("aborts", m.getImageAborts(), [](wire::ImageUnpin::Reader u) { return std::to_string(u.getRequestId()) + " img:" + hex(u.getHash()); }, 1);
-    if (m.getEvictHbm())
-      l.add("evict-hbm");
-    if (l.s.empty())
-      l.add("(empty)");
-    break;
-  }
-  case P::POOL_STEP_DONE: {
-    auto m = p.getPoolStepDone();
-    l.items("results", m.getResults(), [](wire::GrowResult::Reader g) {
-      std::string s = "req " + std::to_string(g.getRequestId()) + (g.getOk() ? " ok" : " NO");
-      if (g.getOk()) {
-        s += " hit " + std::to_string(g.getNumHitBlocks()) + " table " + list(g.getBlockTable());
-        if (g.getRestoreHash())
-          s += " restore img:" + hex(g.getRestoreHash());
-        if (g.getLoadUnits().size())
-          s += " load " + list(g.getLoadUnits());
-      }
-      return s;
-    });
-    l.kv("free", m.getNumFree()).kv("cached", m.getNumCached()).kv("avail", m.getNumAvailable());
-    if (m.getNumEvicted())
-      l.kv("evicted", m.getNumEvicted());
-    if (m.getClears().size())
-      l.kv("clears", list(m.getClears()));
-    break;
-  }
-  case P::CONNECTOR_LOOKUP: {
-    auto m = p.getConnectorLookup();
-    l.kv("req", m.getRequestId()).kv("hashes", m.getHashes().size()).kv("prompt", m.getNumPromptTokens());
-    break;
-  }
-  case P::CONNECTOR_LOOKUP_DONE: {
-    auto m = p.getConnectorLookupDone();
-    l.kv("req", m.getRequestId()).kv("cpu", m.getCpuTokens()).kv("store", m.getStoreTokens());
-    if (m.getConnector().size())
-      l.kv("via", m.getConnector().cStr());
-    if (m.getCpuChunks().size())
-      l.kv("chunks", m.getCpuChunks().size());
-    if (m.getCpuStatePositions().size())
-      l.kv("states", list(m.getCpuStatePositions()));
-    break;
-  }
-  case P::CONNECTOR_STEP: {
-    auto m = p.getConnectorStep();
-    auto order = [](wire::TransferOrder::Reader o) { return "req " + std::to_string(o.getRequestId()) + " " + object_ref(o.getObject()); };
-    l.items("finished", m.getFinished(), [](wire::TransferResult::Reader t) {
-      return "req " + std::to_string(t.getRequestId()) + " " + key(t.getKey()) + (t.getIsSave() ? " save" : " load") +
-             (t.getOk() ? " ok" : " FAIL");
-    }, 1);
-    l.items("loads", m.getLoads(), order, 1);
-    l.items("saves", m.getSaves(), order, 1);
-    l.items("leases", m.getLeases(), [](wire::LeaseOrder::Reader o) { return "req " + std::to_string(o.getRequestId()); }, 2);
-    if (m.getEvictAll())
-      l.add("evict-all");
-    if (l.s.empty())
-      l.add("(empty)");
-    break;
-  }
-  case P::CONNECTOR_STEP_DONE: {
-    auto m = p.getConnectorStepDone();
-    auto g = [](wire::TransferGrant::Reader t) {
-      return grant(t.getRequestId(), t.getKey(), t.getOk(), t.getStatus(), t.getDataOffset(), t.getDataBytes());
-    };
-    l.items("loads", m.getLoads(), g, 1);
-    l.items("saves", m.getSaves(), g, 1);
-    l.items("leases", m.getLeases(), [](wire::LeaseGrant::Reader o) {
-      return "req " + std::to_string(o.getRequestId()) + " " + std::to_string(o.getNumObjects()) + " objects";
-    }, 2);
-    l.add(stats(m.getStats()));
-    if (m.getNumEvicted())
-      l.kv("evicted", m.getNumEvicted());
-    break;
-  }
-  case P::STORE_CONTAINS:
-    l.items("keys", p.getStoreContains().getKeys(), key, 2);
-    break;
-  case P::STORE_CONTAINS_DONE:
-    l.kv("leading", p.getStoreContainsDone().getNumLeadingCommitted())
-        .kv("present", list(p.getStoreContainsDone().getPresent(), 8));
-    break;
-  case P::STORE_STEP: {
-    auto m = p.getStoreStep();
-    l.items("commits", m.getCommits(), key, 1);
-    l.items("aborts", m.getAborts(), key, 1);
-    l.items("unpins", m.getUnpins(), key, 1);
-    l.items("pins", m.getPins(), object_ref, 1);
-    l.items("reserves", m.getReserves(), object_ref, 1);
-    l.items("leases", m.getLeases(), [](wire::StoreLease::Reader o) {
-      return std::string(o.getTransferId().cStr()) + " " + std::to_string(o.getKeys().size()) + " keys " +
-             std::to_string(o.getLeaseMs()) + " ms";
-    }, 2);
-    l.items("releases", m.getReleases(), [](capnp::Text::Reader t) { return std::string(t.cStr()); }, 2);
-    if (m.getEvictAll())
-      l.add("evict-all");
-    if (l.s.empty())
-      l.add("(empty)");
-    break;
-  }
-  case P::STORE_STEP_DONE: {
-    auto m = p.getStoreStepDone();
-    auto g = [](wire::StoreGrant::Reader t) {
-      return grant(0, t.getKey(), t.getOk(), t.getStatus(), t.getDataOffset(), t.getDataBytes());
-    };
-    l.items("pins", m.getPins(), g, 1);
-    l.items("reserves", m.getReserves(), g, 1);
-    l.items("leased", m.getLeased(), [](int32_t n) { return std::to_string(n); }, 4);
-    l.add(stats(m.getStats()));
-    if (m.getNumEvicted())
-      l.kv("evicted", m.getNumEvicted());
-    break;
-  }
-  case P::STORE_HELLO: {
-    auto m = p.getStoreHello();
-    l.kv("engine", m.getEngineId().cStr()).kv("ns", hex(m.getNamespaceId())).kv("wire", hex(m.getWireDigest()));
-    break;
-  }
-  case P::STORE_WELCOME: {
-    auto m = p.getStoreWelcome();
-    if (m.getOk())
-      l.add("ok").kv("store", m.getStoreId().cStr()).kv("arena", m.getArenaBytes()).kv("granularity",
-                                                                                      m.getGranularity().cStr());
-    else
-      l.add("REFUSED").add(m.getWhy().cStr());
-    break;
-  }
-  case P::STORE_CORRUPT: l.kv("kind", object_kind_name(p.getStoreCorrupt().getKind())); break;
-  default: l.add("(payload of a newer schema)"); break;
-  }
+  const auto* entry = std::find_if(std::begin(payload_summaries), std::end(payload_summaries),
+                                   [&](const payload_summary& e) { return e.kind == p.which(); });
+  if (entry != std::end(payload_summaries))
+    entry->write(p, l);
+  else
+    l.add("(payload of a newer schema)");
   for (auto& c : l.s)
     if (c == '\n' || c == '\t')
       c = ' ';
