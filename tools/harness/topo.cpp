@@ -362,6 +362,229 @@ void flatten_expect(const toml::table& t, const std::string& prefix, std::vector
   }
 }
 
+// What a step's parser reads beyond its own keys: the processes by name, and the send steps named
+// before it (kv_transfer_params = "from:STEP", expect = { ... = "same_as:STEP" }).
+struct step_context {
+  topology& topo;
+  const std::map<std::string, int>& proc_index;
+  const std::map<std::string, const step*>& named;
+
+  proc& find_proc(const std::string& name, int line, const std::string& what) const {
+    auto f = proc_index.find(name);
+    if (f == proc_index.end())
+      throw bad_file(at_line(line) + what + " \"" + name + "\" names no [[store]], [[node]] or [[proxy]]");
+    return topo.procs[f->second];
+  }
+};
+
+// start, stop, kill, restart, pause, resume = NAME: the process the step acts on.
+void parse_process_step(const step_context& in, const toml::table& t, const toml::node& a, step& s,
+                        const std::string& where) {
+  if (!a.is_string())
+    throw bad_file(at_line(line_of(a)) + where + "." + s.action + " must name a process");
+  s.target = in.find_proc(a.as_string()->get(), line_of(a), s.action).name;
+}
+
+// send = { node | proxy = NAME, prompt = TEXT | { tokens = N, seed = S }, max_tokens = N,
+//          kv_transfer_params = { ... } | "from:STEP" }, with expect = { ... } beside it.
+void parse_send(const step_context& in, const toml::table& t, const toml::node& a, step& s,
+                const std::string& where) {
+  auto* st = a.as_table();
+  if (!st)
+    throw bad_file(at_line(line_of(a)) + where +
+                   ".send must be a table: { node = NAME, prompt = ..., max_tokens = N }");
+  check_keys(*st, where + ".send", {"node", "proxy", "prompt", "max_tokens", "kv_transfer_params"},
+             line_of(a));
+  if (!!st->get("node") == !!st->get("proxy"))
+    throw bad_file(at_line(line_of(a)) + where + ".send needs exactly one of node, proxy");
+  std::string key = st->get("node") ? "node" : "proxy";
+  const toml::node& tn = *st->get(key);
+  if (!tn.is_string())
+    throw bad_file(at_line(line_of(tn)) + where + ".send." + key + " must name a [[" + key + "]]");
+  proc& p = in.find_proc(tn.as_string()->get(), line_of(tn), "send." + key);
+  if (kind_name(p.kind) != key)
+    throw bad_file(at_line(line_of(tn)) + where + ".send." + key + " = \"" + p.name + "\" is a [[" +
+                   kind_name(p.kind) + "]]");
+  s.target = p.name;
+  auto* pr = st->get("prompt");
+  if (!pr)
+    throw bad_file(at_line(line_of(a)) + where + ".send has no prompt");
+  if (pr->is_string()) {
+    s.text_prompt = true;
+    s.text = pr->as_string()->get();
+  } else if (auto* pt = pr->as_table()) {
+    check_keys(*pt, where + ".send.prompt", {"tokens", "seed"}, line_of(*pr));
+    if (!pt->get("tokens"))
+      throw bad_file(at_line(line_of(*pr)) + where + ".send.prompt has no tokens");
+    s.tokens = need_int(*pt->get("tokens"), where + ".send.prompt.tokens");
+    if (s.tokens < 1 || s.tokens > 1000000)
+      throw bad_file(at_line(line_of(*pt->get("tokens"))) + where +
+                     ".send.prompt.tokens must be between 1 and 1000000");
+    if (auto* sd = pt->get("seed"))
+      s.seed = static_cast<uint64_t>(need_int(*sd, where + ".send.prompt.seed"));
+  } else {
+    throw bad_file(at_line(line_of(*pr)) + where +
+                   ".send.prompt must be a string or { tokens = N, seed = S }");
+  }
+  if (auto* mt = st->get("max_tokens")) {
+    s.max_tokens = need_int(*mt, where + ".send.max_tokens");
+    if (s.max_tokens < 1)
+      throw bad_file(at_line(line_of(*mt)) + where + ".send.max_tokens must be at least 1");
+  }
+  if (auto* kv = st->get("kv_transfer_params")) {
+    std::string what = where + ".send.kv_transfer_params";
+    if (kv->is_table()) {
+      s.kv_params = toml_tree_to_json(*kv, what);
+    } else if (kv->is_string() && kv->as_string()->get().rfind("from:", 0) == 0) {
+      s.kv_from = kv->as_string()->get().substr(5);
+      if (!in.named.count(s.kv_from))
+        throw bad_file(at_line(line_of(*kv)) + what + " = \"from:" + s.kv_from +
+                       "\": no earlier send step is named \"" + s.kv_from + "\"");
+    } else {
+      throw bad_file(at_line(line_of(*kv)) + what + " must be a table { ... } or \"from:STEP\"");
+    }
+  }
+  if (auto* ex = t.get("expect")) {
+    auto* et = ex->as_table();
+    if (!et)
+      throw bad_file(at_line(line_of(*ex)) + where + ".expect must be a table");
+    flatten_expect(*et, "", s.expects); // toml++ iterates keys sorted: restore the file's order
+    std::stable_sort(s.expects.begin(), s.expects.end(),
+                     [](const expect_item& x, const expect_item& y) { return x.at < y.at; });
+    for (auto& e : s.expects) {
+      if (!e.value.is_string())
+        continue;
+      std::string v = e.value.get<std::string>();
+      for (std::string prefix : {"same_as:", "differs_from:"})
+        if (v.rfind(prefix, 0) == 0) {
+          std::string other = v.substr(prefix.size());
+          if (!in.named.count(other))
+            throw bad_file(at_line(line_of(*ex)) + where + ".expect." + e.path + " = \"" + v +
+                           "\": no earlier send step is named \"" + other + "\"");
+        }
+      check_bound(v, line_of(*ex), where + ".expect." + e.path);
+    }
+  }
+}
+
+// evict = { node = NAME, tier = "hbm" | "cpu" | "store" }.
+void parse_evict(const step_context& in, const toml::table& t, const toml::node& a, step& s,
+                 const std::string& where) {
+  auto* et = a.as_table();
+  if (!et)
+    throw bad_file(at_line(line_of(a)) + where + ".evict must be { node = NAME, tier = \"hbm\" }");
+  check_keys(*et, where + ".evict", {"node", "tier"}, line_of(a));
+  proc& p = in.find_proc(need_string(*et, "node", where + ".evict", line_of(a)), line_of(a), "evict.node");
+  if (p.kind != proc_kind::node)
+    throw bad_file(at_line(line_of(a)) + where + ".evict.node = \"" + p.name + "\" is a [[" +
+                   kind_name(p.kind) + "]]");
+  s.target = p.name;
+  s.tier = need_string(*et, "tier", where + ".evict", line_of(a));
+  if (s.tier != "hbm" && s.tier != "cpu" && s.tier != "store")
+    throw bad_file(at_line(line_of(*et->get("tier"))) + where + ".evict.tier = \"" + s.tier +
+                   "\": must be one of hbm, cpu, store");
+}
+
+// sleep_ms = N.
+void parse_sleep_ms(const step_context& in, const toml::table& t, const toml::node& a, step& s,
+                    const std::string& where) {
+  s.sleep_ms = need_int(a, where + ".sleep_ms");
+  if (s.sleep_ms < 1 || s.sleep_ms > sleep_limit_ms)
+    throw bad_file(at_line(line_of(a)) + where + ".sleep_ms = " + std::to_string(s.sleep_ms) +
+                   ": must be between 1 and " + std::to_string(sleep_limit_ms));
+}
+
+// metric = { node | store | proxy = NAME, name = METRIC, labels = { ... }, value = V }.
+void parse_metric(const step_context& in, const toml::table& t, const toml::node& a, step& s,
+                  const std::string& where) {
+  std::string what = where + ".metric";
+  auto* mt = a.as_table();
+  if (!mt)
+    throw bad_file(at_line(line_of(a)) + what +
+                   " must be { node = NAME, name = METRIC, labels = { ... }, value = V }");
+  check_keys(*mt, what, {"node", "store", "proxy", "name", "labels", "value"}, line_of(a));
+  int keys = !!mt->get("node") + !!mt->get("store") + !!mt->get("proxy");
+  if (keys != 1)
+    throw bad_file(at_line(line_of(a)) + what + " needs exactly one of node, store, proxy");
+  std::string key = mt->get("node") ? "node" : mt->get("store") ? "store" : "proxy";
+  proc& p = in.find_proc(need_string(*mt, key, what, line_of(a)), line_of(a), "metric." + key);
+  if (kind_name(p.kind) != key)
+    throw bad_file(at_line(line_of(a)) + what + "." + key + " = \"" + p.name + "\" is a [[" +
+                   kind_name(p.kind) + "]]");
+  s.target = p.name;
+  s.metric_name = need_string(*mt, "name", what, line_of(a));
+  if (!is_metric_name(s.metric_name))
+    throw bad_file(at_line(line_of(*mt->get("name"))) + what + ".name = \"" + shown(s.metric_name) +
+                   "\": not a Prometheus metric name (at most 256 characters)");
+  if (auto* lb = mt->get("labels")) {
+    auto* lt = lb->as_table();
+    if (!lt)
+      throw bad_file(at_line(line_of(*lb)) + what + ".labels must be a table of strings { label = \"value\" }");
+    for (auto&& [k, v] : *lt) {
+      if (!v.is_string())
+        throw bad_file(at_line(line_of(v)) + what + ".labels." + std::string(k.str()) + " must be a string");
+      s.labels[std::string(k.str())] = v.as_string()->get();
+    }
+  }
+  if (auto* v = mt->get("value")) {
+    if (v->is_integer() || v->is_floating_point()) {
+      s.metric_value = toml_to_json(*v, what + ".value");
+    } else if (v->is_string() && is_bound(v->as_string()->get())) {
+      s.metric_value = v->as_string()->get();
+      check_bound(s.metric_value.get<std::string>(), line_of(*v), what + ".value");
+    } else {
+      throw bad_file(at_line(line_of(*v)) + what + ".value must be a number, \">N\" or \"<N\"");
+    }
+  }
+}
+
+// expect_start_failure = { node | store | proxy = NAME, contains = TEXT }: a process of start = false.
+void parse_expect_start_failure(const step_context& in, const toml::table& t, const toml::node& a, step& s,
+                                const std::string& where) {
+  auto* et = a.as_table();
+  if (!et)
+    throw bad_file(at_line(line_of(a)) + where +
+                   ".expect_start_failure must be { node = NAME, contains = TEXT }");
+  check_keys(*et, where + ".expect_start_failure", {"node", "store", "proxy", "contains"}, line_of(a));
+  int keys = !!et->get("node") + !!et->get("store") + !!et->get("proxy");
+  if (keys != 1)
+    throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure needs exactly one of node, store, proxy");
+  std::string key = et->get("node") ? "node" : et->get("store") ? "store" : "proxy";
+  proc& p = in.find_proc(need_string(*et, key, where + ".expect_start_failure", line_of(a)), line_of(a),
+                      "expect_start_failure." + key);
+  if (kind_name(p.kind) != key)
+    throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure." + key + " = \"" + p.name +
+                   "\" is a [[" + kind_name(p.kind) + "]]");
+  if (p.autostart)
+    throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure: [[" + key + "]] \"" + p.name +
+                   "\" must have start = false");
+  s.target = p.name;
+  if (et->get("contains"))
+    s.contains = need_string(*et, "contains", where + ".expect_start_failure", line_of(a));
+}
+
+// The actions of a [[step]], one key each, in the order messages list them: a step has exactly one,
+// and its parser fills the step from that key's value (`a`) and the step's table (`t`).
+struct step_action {
+  const char* name;
+  void (*parse)(const step_context& in, const toml::table& t, const toml::node& a, step& s, const std::string& where);
+};
+
+const step_action step_actions[] = {
+    {"send", parse_send},
+    {"start", parse_process_step},
+    {"stop", parse_process_step},
+    {"kill", parse_process_step},
+    {"restart", parse_process_step},
+    {"pause", parse_process_step},
+    {"resume", parse_process_step},
+    {"sleep_ms", parse_sleep_ms},
+    {"evict", parse_evict},
+    {"metric", parse_metric},
+    {"expect_start_failure", parse_expect_start_failure},
+};
+
+
 topology parse_topology(const std::string& file) {
   toml::table root;
   // Read once through one descriptor, bounded: the file checked is the file parsed.
@@ -482,12 +705,6 @@ topology parse_topology(const std::string& file) {
     }
   }
 
-  auto find_proc = [&](const std::string& name, int line, const std::string& what) -> proc& {
-    auto f = proc_index.find(name);
-    if (f == proc_index.end())
-      throw bad_file(at_line(line) + what + " \"" + name + "\" names no [[store]], [[node]] or [[proxy]]");
-    return topo.procs[f->second];
-  };
 
   std::map<std::string, const step*> named; // earlier named send steps
   std::set<std::string> step_names;
@@ -502,9 +719,9 @@ topology parse_topology(const std::string& file) {
       s.index = static_cast<int>(topo.steps.size()) + 1;
       s.line = line_of(elem);
       std::string where = "[[step]] " + std::to_string(s.index);
-      static const std::vector<std::string> actions = {"send",  "start",  "stop",     "kill",  "restart",
-                                                       "pause", "resume", "sleep_ms", "evict", "metric",
-                                                       "expect_start_failure"};
+      std::vector<std::string> actions;
+      for (const step_action& act : step_actions)
+        actions.push_back(act.name);
       std::vector<std::string> allowed = actions;
       allowed.insert(allowed.begin(), "name");
       allowed.push_back("expect");
@@ -529,170 +746,10 @@ topology parse_topology(const std::string& file) {
       const toml::node& a = *t.get(s.action);
       if (t.get("expect") && s.action != "send")
         throw bad_file(at_line(line_of(*t.get("expect"))) + where + ": expect goes with send only");
-
-      if (s.action == "start" || s.action == "stop" || s.action == "kill" || s.action == "restart" ||
-          s.action == "pause" || s.action == "resume") {
-        if (!a.is_string())
-          throw bad_file(at_line(line_of(a)) + where + "." + s.action + " must name a process");
-        s.target = find_proc(a.as_string()->get(), line_of(a), s.action).name;
-      } else if (s.action == "send") {
-        auto* st = a.as_table();
-        if (!st)
-          throw bad_file(at_line(line_of(a)) + where +
-                         ".send must be a table: { node = NAME, prompt = ..., max_tokens = N }");
-        check_keys(*st, where + ".send", {"node", "proxy", "prompt", "max_tokens", "kv_transfer_params"},
-                   line_of(a));
-        if (!!st->get("node") == !!st->get("proxy"))
-          throw bad_file(at_line(line_of(a)) + where + ".send needs exactly one of node, proxy");
-        std::string key = st->get("node") ? "node" : "proxy";
-        const toml::node& tn = *st->get(key);
-        if (!tn.is_string())
-          throw bad_file(at_line(line_of(tn)) + where + ".send." + key + " must name a [[" + key + "]]");
-        proc& p = find_proc(tn.as_string()->get(), line_of(tn), "send." + key);
-        if (kind_name(p.kind) != key)
-          throw bad_file(at_line(line_of(tn)) + where + ".send." + key + " = \"" + p.name + "\" is a [[" +
-                         kind_name(p.kind) + "]]");
-        s.target = p.name;
-        auto* pr = st->get("prompt");
-        if (!pr)
-          throw bad_file(at_line(line_of(a)) + where + ".send has no prompt");
-        if (pr->is_string()) {
-          s.text_prompt = true;
-          s.text = pr->as_string()->get();
-        } else if (auto* pt = pr->as_table()) {
-          check_keys(*pt, where + ".send.prompt", {"tokens", "seed"}, line_of(*pr));
-          if (!pt->get("tokens"))
-            throw bad_file(at_line(line_of(*pr)) + where + ".send.prompt has no tokens");
-          s.tokens = need_int(*pt->get("tokens"), where + ".send.prompt.tokens");
-          if (s.tokens < 1 || s.tokens > 1000000)
-            throw bad_file(at_line(line_of(*pt->get("tokens"))) + where +
-                           ".send.prompt.tokens must be between 1 and 1000000");
-          if (auto* sd = pt->get("seed"))
-            s.seed = static_cast<uint64_t>(need_int(*sd, where + ".send.prompt.seed"));
-        } else {
-          throw bad_file(at_line(line_of(*pr)) + where +
-                         ".send.prompt must be a string or { tokens = N, seed = S }");
-        }
-        if (auto* mt = st->get("max_tokens")) {
-          s.max_tokens = need_int(*mt, where + ".send.max_tokens");
-          if (s.max_tokens < 1)
-            throw bad_file(at_line(line_of(*mt)) + where + ".send.max_tokens must be at least 1");
-        }
-        if (auto* kv = st->get("kv_transfer_params")) {
-          std::string what = where + ".send.kv_transfer_params";
-          if (kv->is_table()) {
-            s.kv_params = toml_tree_to_json(*kv, what);
-          } else if (kv->is_string() && kv->as_string()->get().rfind("from:", 0) == 0) {
-            s.kv_from = kv->as_string()->get().substr(5);
-            if (!named.count(s.kv_from))
-              throw bad_file(at_line(line_of(*kv)) + what + " = \"from:" + s.kv_from +
-                             "\": no earlier send step is named \"" + s.kv_from + "\"");
-          } else {
-            throw bad_file(at_line(line_of(*kv)) + what + " must be a table { ... } or \"from:STEP\"");
-          }
-        }
-        if (auto* ex = t.get("expect")) {
-          auto* et = ex->as_table();
-          if (!et)
-            throw bad_file(at_line(line_of(*ex)) + where + ".expect must be a table");
-          flatten_expect(*et, "", s.expects); // toml++ iterates keys sorted: restore the file's order
-          std::stable_sort(s.expects.begin(), s.expects.end(),
-                           [](const expect_item& x, const expect_item& y) { return x.at < y.at; });
-          for (auto& e : s.expects) {
-            if (!e.value.is_string())
-              continue;
-            std::string v = e.value.get<std::string>();
-            for (std::string prefix : {"same_as:", "differs_from:"})
-              if (v.rfind(prefix, 0) == 0) {
-                std::string other = v.substr(prefix.size());
-                if (!named.count(other))
-                  throw bad_file(at_line(line_of(*ex)) + where + ".expect." + e.path + " = \"" + v +
-                                 "\": no earlier send step is named \"" + other + "\"");
-              }
-            check_bound(v, line_of(*ex), where + ".expect." + e.path);
-          }
-        }
-      } else if (s.action == "evict") {
-        auto* et = a.as_table();
-        if (!et)
-          throw bad_file(at_line(line_of(a)) + where + ".evict must be { node = NAME, tier = \"hbm\" }");
-        check_keys(*et, where + ".evict", {"node", "tier"}, line_of(a));
-        proc& p = find_proc(need_string(*et, "node", where + ".evict", line_of(a)), line_of(a), "evict.node");
-        if (p.kind != proc_kind::node)
-          throw bad_file(at_line(line_of(a)) + where + ".evict.node = \"" + p.name + "\" is a [[" +
-                         kind_name(p.kind) + "]]");
-        s.target = p.name;
-        s.tier = need_string(*et, "tier", where + ".evict", line_of(a));
-        if (s.tier != "hbm" && s.tier != "cpu" && s.tier != "store")
-          throw bad_file(at_line(line_of(*et->get("tier"))) + where + ".evict.tier = \"" + s.tier +
-                         "\": must be one of hbm, cpu, store");
-      } else if (s.action == "sleep_ms") {
-        s.sleep_ms = need_int(a, where + ".sleep_ms");
-        if (s.sleep_ms < 1 || s.sleep_ms > sleep_limit_ms)
-          throw bad_file(at_line(line_of(a)) + where + ".sleep_ms = " + std::to_string(s.sleep_ms) +
-                         ": must be between 1 and " + std::to_string(sleep_limit_ms));
-      } else if (s.action == "metric") {
-        std::string what = where + ".metric";
-        auto* mt = a.as_table();
-        if (!mt)
-          throw bad_file(at_line(line_of(a)) + what +
-                         " must be { node = NAME, name = METRIC, labels = { ... }, value = V }");
-        check_keys(*mt, what, {"node", "store", "proxy", "name", "labels", "value"}, line_of(a));
-        int keys = !!mt->get("node") + !!mt->get("store") + !!mt->get("proxy");
-        if (keys != 1)
-          throw bad_file(at_line(line_of(a)) + what + " needs exactly one of node, store, proxy");
-        std::string key = mt->get("node") ? "node" : mt->get("store") ? "store" : "proxy";
-        proc& p = find_proc(need_string(*mt, key, what, line_of(a)), line_of(a), "metric." + key);
-        if (kind_name(p.kind) != key)
-          throw bad_file(at_line(line_of(a)) + what + "." + key + " = \"" + p.name + "\" is a [[" +
-                         kind_name(p.kind) + "]]");
-        s.target = p.name;
-        s.metric_name = need_string(*mt, "name", what, line_of(a));
-        if (!is_metric_name(s.metric_name))
-          throw bad_file(at_line(line_of(*mt->get("name"))) + what + ".name = \"" + shown(s.metric_name) +
-                         "\": not a Prometheus metric name (at most 256 characters)");
-        if (auto* lb = mt->get("labels")) {
-          auto* lt = lb->as_table();
-          if (!lt)
-            throw bad_file(at_line(line_of(*lb)) + what + ".labels must be a table of strings { label = \"value\" }");
-          for (auto&& [k, v] : *lt) {
-            if (!v.is_string())
-              throw bad_file(at_line(line_of(v)) + what + ".labels." + std::string(k.str()) + " must be a string");
-            s.labels[std::string(k.str())] = v.as_string()->get();
-          }
-        }
-        if (auto* v = mt->get("value")) {
-          if (v->is_integer() || v->is_floating_point()) {
-            s.metric_value = toml_to_json(*v, what + ".value");
-          } else if (v->is_string() && is_bound(v->as_string()->get())) {
-            s.metric_value = v->as_string()->get();
-            check_bound(s.metric_value.get<std::string>(), line_of(*v), what + ".value");
-          } else {
-            throw bad_file(at_line(line_of(*v)) + what + ".value must be a number, \">N\" or \"<N\"");
-          }
-        }
-      } else if (s.action == "expect_start_failure") {
-        auto* et = a.as_table();
-        if (!et)
-          throw bad_file(at_line(line_of(a)) + where +
-                         ".expect_start_failure must be { node = NAME, contains = TEXT }");
-        check_keys(*et, where + ".expect_start_failure", {"node", "store", "proxy", "contains"}, line_of(a));
-        int keys = !!et->get("node") + !!et->get("store") + !!et->get("proxy");
-        if (keys != 1)
-          throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure needs exactly one of node, store, proxy");
-        std::string key = et->get("node") ? "node" : et->get("store") ? "store" : "proxy";
-        proc& p = find_proc(need_string(*et, key, where + ".expect_start_failure", line_of(a)), line_of(a),
-                            "expect_start_failure." + key);
-        if (kind_name(p.kind) != key)
-          throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure." + key + " = \"" + p.name +
-                         "\" is a [[" + kind_name(p.kind) + "]]");
-        if (p.autostart)
-          throw bad_file(at_line(line_of(a)) + where + ".expect_start_failure: [[" + key + "]] \"" + p.name +
-                         "\" must have start = false");
-        s.target = p.name;
-        if (et->get("contains"))
-          s.contains = need_string(*et, "contains", where + ".expect_start_failure", line_of(a));
-      }
+      const step_context in{topo, proc_index, named};
+      for (const step_action& act : step_actions)
+        if (s.action == act.name)
+          act.parse(in, t, a, s, where);
       topo.steps.push_back(std::move(s));
       if (topo.steps.back().action == "send" && !topo.steps.back().name.empty())
         named[topo.steps.back().name] = &topo.steps.back();
