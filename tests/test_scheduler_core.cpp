@@ -1,6 +1,6 @@
 // The scheduler's one door: scheduler_core::apply(event) → commands. Driven here as the actor
-// shell drives it, against the real block accounting and connector policy cores and a fake
-// device, counting what is in flight after every event.
+// shell drives it, against the real block accounting and connector (transfer_routes, kind none)
+// cores and a fake device, counting what is in flight after every event.
 #include <catch.hpp>
 
 #include <deque>
@@ -10,8 +10,8 @@
 #include <variant>
 
 #include "runtime/block_accounting.hpp"
-#include "runtime/connector_policy.hpp"
 #include "runtime/scheduler_core.hpp"
+#include "runtime/transfer_routes.hpp"
 
 using namespace ordo;
 
@@ -41,7 +41,7 @@ completion_request request(uint64_t id, int32_t prompt_tokens, int32_t max_token
 struct loop {
   scheduler_core core;
   block_accounting pool;
-  std::shared_ptr<const connector_policy> connector = make_connector_policy("none", std::nullopt);
+  transfer_routes connector{route_table{"none", {{"none", route_kind::none, {}, 0, false}}, false}};
   std::deque<scheduler_event> inbox;
   std::map<uint64_t, completion_result> results;
   std::vector<completion_failed> failures;
@@ -53,13 +53,13 @@ struct loop {
   void take(scheduler_commands c) {
     REQUIRE(c.fatal.empty());
     for (auto& l : c.lookups)
-      inbox.push_back(connector->lookup_answered(l, {}));
+      inbox.push_back(*connector.start_lookup(l).done);
     in_flight += (c.pool ? 1 : 0) + (c.connector ? 1 : 0) + (c.plan ? 1 : 0);
     max_in_flight = std::max(max_in_flight, in_flight);
     if (c.pool)
       inbox.push_back(pool.apply(*c.pool));
     if (c.connector)
-      inbox.push_back(connector->step_answered(*c.connector, {}));
+      inbox.push_back(connector.merge(connector.split(*c.connector), {}));
     if (c.plan) {
       ++plans;
       step_done done;

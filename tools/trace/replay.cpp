@@ -19,13 +19,13 @@
 #include "messages/trace/trace_file.hpp"
 #include "runtime/block_accounting.hpp"
 #include "runtime/config.hpp"
-#include "runtime/connector_policy.hpp"
 #include "runtime/host_store.hpp"
 #include "runtime/layouts.hpp"
 #include "runtime/node_options.hpp"
 #include "runtime/page_units.hpp"
 #include "runtime/scheduler_core.hpp"
 #include "runtime/sequence_check.hpp"
+#include "runtime/transfer_routes.hpp"
 #include "tools/trace/trace_tools.hpp"
 
 namespace ordo {
@@ -247,40 +247,52 @@ struct block_pool_replayer : replayer {
   }
 };
 
+// The connector's core (runtime/transfer_routes) driven as actors/connector.cpp drives it. The
+// recorded answers are taken in the order their requests went out, which is their order with one
+// store (none, offload, store); P/D and multi need them matched by store (issue 38 item 4).
 struct connector_replayer : replayer {
-  std::shared_ptr<const connector_policy> policy;
+  transfer_routes core;
   sequence_check steps;
-  std::deque<connector_lookup> lookups; // awaiting the store's answer, in order
-  std::deque<connector_step> waiting;
-  connector_replayer(const std::string& kind, const std::optional<offload_options>& o)
-      : policy(make_connector_policy(kind, o)) {}
+  std::deque<std::pair<connector_lookup, lookup_ask>> lookups; // awaiting the store's answer, in order
+  struct pending_step {
+    split_step split;
+    std::vector<store_step_done> answers;
+  };
+  std::deque<pending_step> waiting;
+  explicit connector_replayer(route_table routes) : core(std::move(routes)) {}
+  void looked(const connector_lookup& l, lookup_next next, comparer& cmp) {
+    if (!next.ask)
+      return cmp.produced(out(*next.done));
+    cmp.produced(out(next.ask->probe));
+    lookups.emplace_back(l, *next.ask);
+  }
   void consume(const any_message& in, uint64_t, comparer& cmp) override {
     if (auto* l = std::get_if<connector_lookup>(&in)) {
-      if (auto probe = policy->lookup(*l)) {
-        cmp.produced(out(*probe));
-        lookups.push_back(*l);
-      } else {
-        cmp.produced(out(policy->lookup_answered(*l, {})));
-      }
+      looked(*l, core.start_lookup(*l), cmp);
     } else if (auto* s = std::get_if<connector_step>(&in)) {
       if (auto why = steps.accept(s->header.epoch, s->header.seq); !why.empty())
         return cmp.produced(error_out("connector_step_done", why));
-      if (auto to_store = policy->step(*s)) {
-        cmp.produced(out(*to_store));
-        waiting.push_back(*s);
-      } else {
-        cmp.produced(out(policy->step_answered(*s, {})));
-      }
+      auto split = core.split(*s);
+      if (split.parts.empty())
+        return cmp.produced(out(core.merge(split, {})));
+      for (const auto& part : split.parts)
+        cmp.produced(out(part.step));
+      waiting.push_back({std::move(split), {}});
     } else if (auto* found = std::get_if<store_contains_done>(&in)) {
       if (lookups.empty())
         return;
-      cmp.produced(out(policy->lookup_answered(lookups.front(), *found)));
+      auto [lookup, asked] = std::move(lookups.front());
       lookups.pop_front();
+      looked(lookup, core.lookup_answered(lookup, asked, *found), cmp);
     } else if (auto* answer = std::get_if<store_step_done>(&in)) {
       if (waiting.empty())
         return;
+      auto& w = waiting.front();
+      w.answers.push_back(*answer);
+      if (w.answers.size() < w.split.parts.size())
+        return;
       try {
-        cmp.produced(out(policy->step_answered(waiting.front(), *answer)));
+        cmp.produced(out(core.merge(w.split, w.answers)));
       } catch (const std::exception& e) {
         cmp.produced(error_out("connector_step_done", e.what()));
       }
@@ -330,7 +342,7 @@ int replay_actor(const trace_contents& trace, const replay_options& o) {
   else if (o.actor == "block_pool")
     core = std::make_unique<block_pool_replayer>(setup.cfg.num_blocks, setup.cfg.block_size);
   else if (o.actor == "connector")
-    core = std::make_unique<connector_replayer>(to_string(setup.cfg.connector), setup.opts.offload);
+    core = std::make_unique<connector_replayer>(setup.opts.routes);
   else if (o.actor == "store")
     core = std::make_unique<store_replayer>(setup.opts.host_arena_bytes);
   else {
