@@ -175,3 +175,78 @@ TEST_CASE("actor protocol: scheduler, pool, connector and runner serve, reuse an
     CHECK(n <= 48);
   }
 }
+
+namespace {
+
+// The answer `conn` gives to `m`, every message delivered first.
+template <class Reply, class T>
+Reply answer_of(fixture& f, const connector_actor& conn, T m) {
+  auto out = std::make_shared<Reply>();
+  f.sys->spawn([=](caf::event_based_actor* self) {
+    self->request(conn, caf::infinite, m).then([=](Reply& r) { *out = std::move(r); });
+  });
+  f.sched->run();
+  return *out;
+}
+
+} // namespace
+
+TEST_CASE("actor protocol: one connector over multi's stores and a peer's: fan-out, copies, first hit, window offsets") {
+  std::vector<uint8_t> pd_arena(1 << 20), offload_arena(1 << 20), peer_arena(1 << 20);
+  fixture f;
+  auto pd_store = spawn_store(*f.sys, pd_arena.data(), pd_arena.size());
+  auto offload_store = spawn_store(*f.sys, offload_arena.data(), offload_arena.size());
+  auto peer = spawn_store(*f.sys, peer_arena.data(), peer_arena.size());
+  offload_options o;
+  o.namespace_id = 7;
+  o.block_size = 16;
+  o.chunk_size = 32;
+  const uint64_t base = uint64_t{1} << 30; // the offload leaf's arena in the window
+  route_table t{"multi", {{"pd", route_kind::pd, o, 0, true}, {"offload", route_kind::offload, o, base, false}}, true};
+  auto peers_asked = std::make_shared<std::vector<std::string>>();
+  connector_stores stores;
+  stores.leaves = {pd_store, offload_store};
+  stores.peer_store = [peers_asked, peer](const std::string& endpoint) {
+    peers_asked->push_back(endpoint);
+    return peer;
+  };
+  stores.hits = {std::make_shared<std::atomic<uint64_t>>(0), std::make_shared<std::atomic<uint64_t>>(0)};
+  auto conn = spawn_connector(*f.sys, t, stores);
+
+  const object_key key{7, 1002, static_cast<uint8_t>(object_kind::kv_chunk)}; // filed under block 2
+  connector_step save;
+  save.header = {1, 1};
+  save.saves.push_back({1, {key, 0, 32, 2, 1000}});
+  auto saved = answer_of<connector_step_done>(f, conn, save);
+  REQUIRE(saved.saves.size() == 1);
+  REQUIRE(saved.saves[0].ok);
+  REQUIRE(saved.saves[0].copies.size() == 1); // reserved at both leaves
+  CHECK(saved.saves[0].copies[0] >= base);
+  connector_step commit;
+  commit.header = {1, 2};
+  commit.finished.push_back({1, key, true, true, false, 0, false});
+  CHECK(answer_of<connector_step_done>(f, conn, commit).stats.num_objects == 1); // the first leaf's store
+
+  connector_lookup here{2, {1001, 1002}, 40, "", ""};
+  auto found = answer_of<connector_lookup_done>(f, conn, here);
+  CHECK(found.connector == "multi:pd");
+  CHECK(found.cpu_tokens == 32);
+  // A lookup naming a prefill node asks its store (spawned once) first; it misses, the offload leaf holds it.
+  connector_lookup remote{3, {1001, 1002}, 40, "10.0.0.9:1", "5"};
+  auto from_offload = answer_of<connector_lookup_done>(f, conn, remote);
+  CHECK(from_offload.connector == "multi:offload");
+  CHECK(from_offload.cpu_tokens == 32);
+  CHECK_FALSE(from_offload.from_peer);
+  CHECK(*peers_asked == std::vector<std::string>{"10.0.0.9:1"});
+  CHECK(stores.hits[0]->load() == 1);
+  CHECK(stores.hits[1]->load() == 1);
+
+  // Request 3 loads from the leaf that answered its lookup, at that leaf's window offset.
+  connector_step load;
+  load.header = {1, 3};
+  load.loads.push_back({3, {key, 0, 32, 2, 1000}});
+  auto loaded = answer_of<connector_step_done>(f, conn, load);
+  REQUIRE(loaded.loads.size() == 1);
+  CHECK(loaded.loads[0].ok);
+  CHECK(loaded.loads[0].data_offset == saved.saves[0].copies[0]);
+}
