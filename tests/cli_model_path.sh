@@ -28,10 +28,12 @@ node unknown "$tmp/unknown"
 check "unknown architecture: exit 2" test "$code" -eq 2
 check "unknown architecture: named" grep -q 'config.json: architecture "MambaForCausalLM"' "$tmp/unknown.err"
 
+timeout 30 "$ordo" bench matmul --config configs/qwen3_5_tiny.toml --rows 1 >"$tmp/bench.out" 2>"$tmp/bench.err"
+check "ordo bench matmul: a checkpoint is refused, not benchmarked as a preset" test $? -ne 0
+check "ordo bench matmul: says why" grep -q 'model.path = "tests/data/hf/qwen3_5_text": this bench runs the seeded presets only' "$tmp/bench.err"
 timeout 30 "$ordo" bench forward --config configs/qwen3_5_tiny.toml --prompt-tokens 16 --decode-steps 1 \
   >"$tmp/bench.out" 2>"$tmp/bench.err"
-check "ordo bench: a checkpoint is refused, not benchmarked as a preset" test $? -ne 0
-check "ordo bench: says why" grep -q 'model.path = "tests/data/hf/qwen3_5_text": the benches run the seeded presets only' "$tmp/bench.err"
+check "ordo bench forward: runs the checkpoint itself" grep -q '"model":"tests/data/hf/qwen3_5_text"' "$tmp/bench.out"
 
 # A good checkpoint is served: /v1/models names it (the directory by default), token-id prompts get
 # completions whose first token is transformers' argmax on the fixture, a repeat is a prefix hit with
