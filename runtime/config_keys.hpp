@@ -1,7 +1,8 @@
 // One declaration per config key (issue 38 item 7): its section and name, its type, what it
 // allows, one line saying what it does, and how it reads into and shows from the config struct.
 // A config's key table (node: runtime/config.cpp:node_keys, store: runtime/store_config.cpp:
-// store_keys) drives everything a key used to be written into by hand:
+// store_keys, proxy: tools/proxy/proxy_config.cpp:proxy_keys) drives everything a key used to be
+// written into by hand:
 //
 //   what                                      made by
 //   sections and keys a file may name,        schema_of (the `--set` parser takes a bare word as

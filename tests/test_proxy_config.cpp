@@ -136,3 +136,20 @@ TEST_CASE("a missing proxy config file is named", "[proxy_config]") {
     CHECK(std::string(e.what()) == "config file \"configs/no-such-proxy.toml\": no such file");
   }
 }
+
+TEST_CASE("the proxy key table (docs/config.md) names every key the reader takes, with its default",
+          "[proxy_config]") {
+  const std::string table = proxy_config_keys_table();
+  std::vector<std::string> keys;
+  for (size_t at = table.find("\n| `"); at != std::string::npos; at = table.find("\n| `", at + 1))
+    keys.push_back(table.substr(at + 4, table.find('`', at + 4) - at - 4));
+  CHECK(keys == std::vector<std::string>{"proxy.host", "proxy.port", "proxy.prefill", "proxy.decode", "proxy.timeout_s",
+                                         "proxy.api_key", "log.level"});
+  for (const auto& key : keys) {
+    INFO(key);
+    CHECK(error_of(one_decode, {key + "=@"}).rfind("unknown", 0) == std::string::npos);
+  }
+  CHECK(table.find("| `proxy.timeout_s` | integer | `120` | seconds between 1 and 86400 |") != std::string::npos);
+  CHECK(table.find("| `proxy.decode` | list | `\"\"` |") != std::string::npos);
+  CHECK(table.find("| `proxy.api_key` | secret | `\"\"` |") != std::string::npos);
+}

@@ -1,6 +1,6 @@
-// `ordo config keys`: every key of the node's and the store's config as markdown tables, made from
-// the one declaration of each key (runtime/config_keys.hpp). docs/config.md holds this output
-// between its BEGIN / END markers; tests/cli_config_docs.sh fails when the two differ.
+// `ordo config keys`: every key of the node's, the store's and the proxy's config as markdown
+// tables, made from the one declaration of each key (runtime/config_keys.hpp). docs/config.md holds
+// this output between its BEGIN / END markers; tests/cli_config_docs.sh fails when they differ.
 #pragma once
 
 #include <string>

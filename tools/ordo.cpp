@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   auto* config_cmd = app.add_subcommand("config", "the config files' keys (docs/config.md)");
   config_cmd->require_subcommand(1);
   auto* config_keys_cmd =
-      config_cmd->add_subcommand("keys", "every key of the node and store configs as markdown tables");
+      config_cmd->add_subcommand("keys", "every key of the node, store and proxy configs as markdown tables");
 
   auto* demo_cmd = app.add_subcommand("demo", "run a multi-turn workload twice with an HBM eviction between");
   std::string demo_config = "configs/default.toml";

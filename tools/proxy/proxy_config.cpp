@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 
+#include "runtime/config_keys.hpp"
 #include "runtime/toml_config.hpp"
 
 namespace ordo {
@@ -20,29 +21,11 @@ using toml_config::check_choice;
 using toml_config::log_levels;
 using toml_config::rule_host;
 
-const toml_config::schema& proxy_schema() {
-  static const toml_config::schema s = [] {
-    toml_config::schema x;
-    x.sections = {
-        {"proxy", {"host", "port", "prefill", "decode", "timeout_s", "api_key"}},
-        {"log", {"level"}},
-    };
-    x.string_keys = {"proxy.host", "proxy.prefill", "proxy.decode", "proxy.api_key", "log.level"};
-    // A misspelt api_key is hidden too: its value is most likely a secret.
-    x.is_secret_key = toml_config::looks_secret;
-    x.example_set = "proxy.decode=127.0.0.1:8001";
-    x.example_key = "proxy.port";
-    return x;
-  }();
-  return s;
-}
-
 const std::string rule_port = "between 0 and 65535 (0 picks a free one)";
 const std::string rule_endpoints =
     "a comma-separated list of HOST:PORT (e.g. \"127.0.0.1:8001,127.0.0.1:8002\"), PORT 1..65535";
 const std::string rule_timeout = "seconds between 1 and 86400";
 const std::string rule_secret = "printable ASCII without spaces, or \"\" for none";
-
 
 // A secret, checked without printing it: its key and the first bad character's place.
 void check_secret(const std::string& key, const std::string& value) {
@@ -54,26 +37,64 @@ void check_secret(const std::string& key, const std::string& value) {
   }
 }
 
-proxy_config from_table(const toml::table& root) {
-  toml_config::reader r(root, proxy_schema());
-  proxy_config cfg;
-  std::string prefill, decode;
-  r.string("proxy", "host", cfg.host, rule_host);
-  cfg.port = static_cast<int32_t>(r.integer("proxy", "port", cfg.port, 0, 65535, rule_port));
-  r.string("proxy", "prefill", prefill, rule_endpoints);
-  r.string("proxy", "decode", decode, rule_endpoints);
-  cfg.timeout_s = r.integer("proxy", "timeout_s", cfg.timeout_s, 1, 86400, rule_timeout);
-  r.string("proxy", "api_key", cfg.api_key, rule_secret);
-  r.string("log", "level", cfg.log_level, "one of " + join(log_levels));
+// proxy.prefill / proxy.decode: the endpoints as written, separated by commas.
+std::string endpoints_text(const std::vector<proxy_endpoint>& endpoints) {
+  std::vector<std::string> texts;
+  for (const auto& e : endpoints)
+    texts.push_back(e.text);
+  return join(texts, ",");
+}
 
-  if (!is_host(cfg.host))
-    fail("proxy.host = " + in_quotes(cfg.host) + ": must be " + rule_host);
-  cfg.prefill = parse_proxy_endpoints("proxy.prefill", prefill);
-  cfg.decode = parse_proxy_endpoints("proxy.decode", decode);
-  if (cfg.decode.empty())
-    fail("proxy.decode = " + in_quotes(decode) + ": must name at least one decode node: " + rule_endpoints);
-  check_secret("proxy.api_key", cfg.api_key);
-  check_choice("log.level", cfg.log_level, log_levels);
+// Every key of the proxy config, once (runtime/config_keys.hpp says what the table drives).
+const config_keys::key_table<proxy_config>& proxy_keys() {
+  using k = config_keys::keys_of<proxy_config>;
+  using config_keys::key_type;
+  static const config_keys::key_table<proxy_config> keys = {
+      k::text("proxy", "host", &proxy_config::host, rule_host, "the listening address")
+          .checked([](const proxy_config& c) {
+            if (!is_host(c.host))
+              fail("proxy.host = " + in_quotes(c.host) + ": must be " + rule_host);
+          }),
+      k::integer("proxy", "port", &proxy_config::port, 0, 65535, rule_port, "the HTTP port; `--port` overrides it"),
+      k::custom("proxy", "prefill", key_type::list, rule_endpoints,
+                "the prefill nodes' HTTP endpoints (`[v6]:PORT` for IPv6); \"\" = none (decode only)",
+                [](const toml_config::reader& r, proxy_config& c) {
+                  std::string text;
+                  r.string("proxy", "prefill", text, rule_endpoints);
+                  c.prefill = parse_proxy_endpoints("proxy.prefill", text);
+                },
+                [](const proxy_config& c) { return endpoints_text(c.prefill); }),
+      k::custom("proxy", "decode", key_type::list, rule_endpoints, "the decode nodes' HTTP endpoints: at least one",
+                [](const toml_config::reader& r, proxy_config& c) {
+                  std::string text;
+                  r.string("proxy", "decode", text, rule_endpoints);
+                  c.decode = parse_proxy_endpoints("proxy.decode", text);
+                  if (c.decode.empty())
+                    fail("proxy.decode = " + in_quotes(text) + ": must name at least one decode node: " +
+                         rule_endpoints);
+                },
+                [](const proxy_config& c) { return endpoints_text(c.decode); }),
+      k::integer("proxy", "timeout_s", &proxy_config::timeout_s, 1, 86400, rule_timeout,
+                 "how long one upstream request may take"),
+      k::secret("proxy", "api_key", &proxy_config::api_key, rule_secret,
+                "if set, `/v1/*` needs `Authorization: Bearer KEY` (401 otherwise); \"\" = open; never shown")
+          .checked([](const proxy_config& c) { check_secret("proxy.api_key", c.api_key); }),
+      config_keys::log_level_key<proxy_config>(),
+  };
+  return keys;
+}
+
+const toml_config::schema& proxy_schema() {
+  static const toml_config::schema s =
+      config_keys::schema_of(proxy_keys(), "proxy.decode=127.0.0.1:8001", "proxy.port", true);
+  return s;
+}
+
+proxy_config from_table(const toml::table& root) {
+  const toml_config::reader r(root, proxy_schema());
+  proxy_config cfg;
+  config_keys::read_keys(proxy_keys(), r, cfg);
+  config_keys::check_keys(proxy_keys(), cfg); // each key's own rule, in table order
   return cfg;
 }
 
@@ -127,6 +148,8 @@ std::vector<proxy_endpoint> parse_proxy_endpoints(const std::string& key, const 
 proxy_config parse_proxy_config(const std::string& toml_text, const std::vector<std::string>& overrides) {
   return from_table(toml_config::parse(toml_text, overrides, proxy_schema()));
 }
+
+std::string proxy_config_keys_table() { return config_keys::markdown_table(proxy_keys()); }
 
 proxy_config load_proxy_config_file(const std::string& path, const std::vector<std::string>& overrides) {
   return toml_config::load_file(path, [&](const std::string& text) { return parse_proxy_config(text, overrides); });

@@ -37,4 +37,9 @@ proxy_config parse_proxy_config(const std::string& toml_text, const std::vector<
 // Reads `path` first; errors name the file when they are about the file.
 proxy_config load_proxy_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// Every key of the proxy config as a markdown table (key, type, default, allowed, what it does),
+// made from the one declaration of each key (tools/proxy/proxy_config.cpp:proxy_keys);
+// docs/config.md holds it.
+std::string proxy_config_keys_table();
+
 } // namespace ordo
