@@ -512,34 +512,35 @@ node_config load_config_file(const std::string& path, const std::vector<std::str
 
 // SPEC E3: what a multi connector may compose. Refused: leaves without multi, fewer than two,
 // a leaf that is none or multi, two offload leaves (each would keep every save), two P/D leaves.
-static void check_leaves(const node_config& cfg) {
+std::string composition_refusal(const node_config& cfg) {
   const std::string names = leaves_text(cfg);
   const std::string key = "kv_transfer.connectors = " + in_quotes(names);
   if (cfg.connector != connector_kind::multi) {
     if (!cfg.leaves.empty())
-      fail(key + ": leaves are composed by kv_transfer.connector = \"multi\", not " +
-           in_quotes(name_of(connector_names, cfg.connector)));
-    return;
+      return key + ": leaves are composed by kv_transfer.connector = \"multi\", not " +
+             in_quotes(name_of(connector_names, cfg.connector));
+    return {};
   }
   if (cfg.leaves.size() < 2)
-    fail("kv_transfer.connector = \"multi\" needs at least two leaves in kv_transfer.connectors (e.g. \"pd,offload\"), "
-         "got " + in_quotes(names));
+    return "kv_transfer.connector = \"multi\" needs at least two leaves in kv_transfer.connectors (e.g. \"pd,offload\"), "
+           "got " + in_quotes(names);
   std::vector<connector_kind> offload, pd;
   for (auto l : cfg.leaves) {
     if (l == connector_kind::none || l == connector_kind::multi)
-      fail(key + ": " + in_quotes(name_of(connector_names, l)) + " cannot be a leaf (leaves: offload, store, pd, pd_kv)");
+      return key + ": " + in_quotes(name_of(connector_names, l)) + " cannot be a leaf (leaves: offload, store, pd, pd_kv)";
     (is_offload_leaf(l) ? offload : pd).push_back(l);
   }
   if (offload.size() > 1)
-    fail(key + ": two offload leaves (" + name_of(connector_names, offload[0]) + " and " +
-         name_of(connector_names, offload[1]) +
-         ") would each keep every save of this node; compose at most one offload leaf with a P/D leaf");
+    return key + ": two offload leaves (" + name_of(connector_names, offload[0]) + " and " +
+           name_of(connector_names, offload[1]) +
+           ") would each keep every save of this node; compose at most one offload leaf with a P/D leaf";
   if (pd.size() > 1)
-    fail(key + ": two P/D leaves (" + name_of(connector_names, pd[0]) + " and " + name_of(connector_names, pd[1]) +
-         ") would each serve this node's host tier to peers; use one");
+    return key + ": two P/D leaves (" + name_of(connector_names, pd[0]) + " and " + name_of(connector_names, pd[1]) +
+           ") would each serve this node's host tier to peers; use one";
   if (cfg.has_leaf(connector_kind::store))
-    fail(key + ": a store leaf inside multi is not supported yet; compose the in-process offload leaf with the P/D "
-         "leaf, or use kv_transfer.connector = \"store\" alone");
+    return key + ": a store leaf inside multi is not supported yet; compose the in-process offload leaf with the P/D "
+                 "leaf, or use kv_transfer.connector = \"store\" alone";
+  return {};
 }
 
 void validate(const node_config& cfg) {
@@ -569,7 +570,8 @@ void validate(const node_config& cfg) {
   if (cfg.connector == connector_kind::store && cfg.store_transport == "tcp" && cfg.store_capacity_mb < 1)
     bad("store.capacity_mb", cfg.store_capacity_mb,
         "at least 1 with store.transport = \"tcp\" (the node's staging arena for the store's bytes)");
-  check_leaves(cfg);
+  if (auto why = composition_refusal(cfg); !why.empty())
+    fail(why);
   if (cfg.corrupt_commits != "none" && !cfg.uses_pd())
     fail("faults.corrupt_commits = " + in_quotes(cfg.corrupt_commits) +
          ": corrupts what a P/D node's host tier commits; it needs kv_transfer.connector = \"pd\"");

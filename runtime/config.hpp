@@ -138,6 +138,12 @@ struct config_error : std::runtime_error {
 node_config parse_config(const std::string& toml_text, const std::vector<std::string>& overrides = {});
 node_config load_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// Why kv_transfer.connectors may not be composed ("" = it may; SPEC E3): leaves without "multi",
+// fewer than two, a leaf that is none or multi, two offload leaves (each would keep every save),
+// two P/D leaves (each would serve this node's tier to peers), a store leaf (not supported yet).
+// validate() refuses with it; runtime/node_options' route_table_of throws it.
+std::string composition_refusal(const node_config& cfg);
+
 // Throws config_error when a field is out of range or fields disagree.
 void validate(const node_config& cfg);
 

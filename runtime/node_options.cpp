@@ -23,39 +23,7 @@ std::string directory_name(std::string path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
-
 } // namespace
-
-std::string composition_refusal(const node_config& cfg) {
-  std::string names;
-  for (auto l : cfg.leaves)
-    names += (names.empty() ? "" : ",") + std::string(to_string(l));
-  const std::string key = "kv_transfer.connectors = " + quoted(names);
-  if (cfg.connector != connector_kind::multi)
-    return cfg.leaves.empty() ? std::string()
-                              : key + ": leaves are composed by kv_transfer.connector = \"multi\", not " +
-                                    quoted(to_string(cfg.connector));
-  if (cfg.leaves.size() < 2)
-    return "kv_transfer.connector = \"multi\" needs at least two leaves in kv_transfer.connectors (e.g. "
-           "\"pd,offload\"), got " + quoted(names);
-  std::vector<connector_kind> offload, pd;
-  for (auto l : cfg.leaves) {
-    if (l == connector_kind::none || l == connector_kind::multi)
-      return key + ": " + quoted(to_string(l)) + " cannot be a leaf (leaves: offload, store, pd, pd_kv)";
-    (is_offload_leaf(l) ? offload : pd).push_back(l);
-  }
-  if (offload.size() > 1)
-    return key + ": two offload leaves (" + to_string(offload[0]) + " and " + to_string(offload[1]) +
-           ") would each keep every save of this node; compose at most one offload leaf with a P/D leaf";
-  if (pd.size() > 1)
-    return key + ": two P/D leaves (" + to_string(pd[0]) + " and " + to_string(pd[1]) +
-           ") would each serve this node's host tier to peers; use one";
-  if (cfg.has_leaf(connector_kind::store))
-    return key + ": a store leaf inside multi is not supported yet; compose the in-process offload leaf with the P/D "
-                 "leaf, or use kv_transfer.connector = \"store\" alone";
-  return {};
-}
 
 route_table route_table_of(const node_config& cfg, const std::optional<offload_options>& offload) {
   if (auto why = composition_refusal(cfg); !why.empty())

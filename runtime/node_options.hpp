@@ -62,13 +62,8 @@ struct node_options {
   std::vector<std::string> warnings; // settings adjusted, for the node to log
 };
 
-// Why kv_transfer.connectors may not be composed ("" = it may; SPEC E3): leaves without "multi",
-// fewer than two, a leaf that is none or multi, two offload leaves (each would keep every save),
-// two P/D leaves (each would serve this node's tier to peers), a store leaf (not supported yet).
-std::string composition_refusal(const node_config& cfg);
-
 // The route table of cfg.connector over `offload` (runtime/transfer_routes.hpp). Throws
-// std::invalid_argument with composition_refusal's reason.
+// std::invalid_argument with composition_refusal's reason (runtime/config.hpp).
 route_table route_table_of(const node_config& cfg, const std::optional<offload_options>& offload);
 
 // Why this node must not start with its connector ("" = it may): composition_refusal, or a P/D connector that moves KV
