@@ -63,37 +63,6 @@ void append_cp(std::string& out, char32_t cp) {
   }
 }
 
-// The offset of the first byte that is not valid UTF-8 (Unicode Table 3-7), or npos.
-size_t invalid_utf8_at(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<uint8_t>(s[i]);
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF)
-      len = 2;
-    else if (b >= 0xE0 && b <= 0xEF)
-      len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4)
-      len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    else
-      return i;
-    if (i + len > s.size())
-      return i;
-    for (size_t k = 1; k < len; ++k) {
-      const auto c = static_cast<uint8_t>(s[i + k]);
-      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF))
-        return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
-
 // Unicode White_Space (Rust regex's and Oniguruma's `\s`): lstrip / rstrip of added tokens.
 bool is_white_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||

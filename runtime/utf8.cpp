@@ -65,4 +65,26 @@ std::string sanitize_utf8(std::string_view bytes) {
   return out;
 }
 
+size_t invalid_utf8_at(std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto lead = static_cast<uint8_t>(bytes[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    int length = 0;
+    uint8_t lo = 0, hi = 0;
+    if (!sequence_of(lead, length, lo, hi) || i + size_t(length) > bytes.size())
+      return i;
+    for (int k = 1; k < length; ++k) {
+      const auto c = static_cast<uint8_t>(bytes[i + size_t(k)]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF))
+        return i;
+    }
+    i += size_t(length);
+  }
+  return std::string_view::npos;
+}
+
 } // namespace ordo

@@ -18,4 +18,8 @@ size_t append_utf8(std::string_view bytes, bool final, std::string& out);
 // The whole text of `bytes` (append_utf8 with final).
 std::string sanitize_utf8(std::string_view bytes);
 
+// The offset of the first byte of `bytes` that does not start a complete valid sequence
+// (Unicode Table 3-7), or std::string_view::npos when all of it is valid UTF-8.
+size_t invalid_utf8_at(std::string_view bytes);
+
 } // namespace ordo
